@@ -1,0 +1,34 @@
+# Each target creates its own virtual environment in .venv from pyproject.toml.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: serve test lint unit e2e bench demo clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+serve: $(STAMP)  ## run the service on the embedded default policy (https://127.0.0.1:8443)
+	$(BIN)/gpu-admission serve
+
+lint: $(STAMP)  ## ruff, mypy (strict on webhook/) and the layering contract
+	$(BIN)/ruff check webhook tests benchmarks
+	$(BIN)/ruff format --check webhook tests benchmarks
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test: lint  ## the whole suite: lint, unit, HTTP, TLS and end-to-end tests
+	$(BIN)/pytest
+
+unit: $(STAMP)
+	$(BIN)/pytest --ignore=tests/e2e
+
+bench: $(STAMP)  ## engine throughput and latency (see BENCHMARKS.md)
+	$(BIN)/python -m benchmarks.engine
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,134 @@
+"""AdmissionReview v1: parsing the envelope and building responses.
+
+The envelope is checked with pydantic; the object inside stays a plain mapping.
+Responses are only built through the constructors below, which always echo the
+request uid and set `patchType` when there is a patch.
+
+Two error channels (see the HTTP edge): a body that is not an AdmissionReview
+at all gets an HTTP 400, so kube-apiserver applies the webhook's failurePolicy;
+a readable review whose object is malformed gets `allowed: false` with code 400
+and the uid echoed, so the user sees why.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from webhook.engine import AdmissionRequest, Decision
+
+API_VERSION = "admission.k8s.io/v1"
+KIND = "AdmissionReview"
+
+
+class InvalidReview(ValueError):
+    """The body is not an AdmissionReview v1 this service can answer."""
+
+
+class _Envelope(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+
+class GroupVersionKind(_Envelope):
+    group: str = ""
+    version: str = ""
+    kind: str
+
+
+class GroupVersionResource(_Envelope):
+    group: str = ""
+    version: str = ""
+    resource: str
+
+
+class ReviewRequest(_Envelope):
+    uid: str = Field(min_length=1)
+    kind: GroupVersionKind
+    resource: GroupVersionResource
+    sub_resource: str = Field(default="", alias="subResource")
+    name: str = ""
+    namespace: str = ""
+    operation: Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
+    object: Any = None
+    old_object: Any = Field(default=None, alias="oldObject")
+    dry_run: bool = Field(default=False, alias="dryRun")
+
+
+class AdmissionReview(_Envelope):
+    api_version: Literal["admission.k8s.io/v1"] = Field(alias="apiVersion")
+    kind: Literal["AdmissionReview"]
+    request: ReviewRequest
+
+
+def parse_review(body: bytes) -> AdmissionReview:
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as error:
+        raise InvalidReview(f"body is not JSON: {error}") from error
+    if not isinstance(data, dict):
+        raise InvalidReview("body is not a JSON object")
+    try:
+        return AdmissionReview.model_validate(data)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in error.errors()
+        )
+        raise InvalidReview(f"not an AdmissionReview {API_VERSION}: {problems}") from error
+
+
+def request_uid(body: bytes) -> str | None:
+    """The uid of a review that failed to parse as a whole, to echo in an error response."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    request = data.get("request") if isinstance(data, dict) else None
+    uid = request.get("uid") if isinstance(request, dict) else None
+    return uid if isinstance(uid, str) and uid else None
+
+
+def to_engine_request(review: AdmissionReview) -> AdmissionRequest:
+    request = review.request
+    return AdmissionRequest(
+        uid=request.uid,
+        operation=request.operation,
+        group=request.kind.group,
+        version=request.kind.version,
+        kind=request.kind.kind,
+        resource=request.resource.resource,
+        subresource=request.sub_resource,
+        namespace=request.namespace,
+        name=request.name,
+        object=request.object,
+        old_object=request.old_object,
+        dry_run=request.dry_run,
+    )
+
+
+def complete(uid: str, decision: Decision) -> dict[str, Any]:
+    """The AdmissionReview answering `uid` with `decision`."""
+    response: dict[str, Any] = {"uid": uid, "allowed": decision.allowed}
+    if not decision.allowed:
+        response["status"] = {
+            "code": decision.code,
+            "message": decision.message,
+            "reason": _reason(decision.code),
+        }
+    if decision.patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(orjson.dumps(list(decision.patch))).decode("ascii")
+    if decision.warnings:
+        response["warnings"] = list(decision.warnings)
+    return {"apiVersion": API_VERSION, "kind": KIND, "response": response}
+
+
+def errored(uid: str, code: int, message: str) -> dict[str, Any]:
+    """A denial for a review the service could not judge (malformed object, internal error)."""
+    return complete(uid, Decision(allowed=False, code=code, message=message))
+
+
+def _reason(code: int) -> str:
+    return {400: "BadRequest", 403: "Forbidden", 500: "InternalError"}.get(code, "Forbidden")

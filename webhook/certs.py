@@ -1,0 +1,517 @@
+"""Certificates for serving the admission webhook over TLS.
+
+The Kubernetes API server only calls admission webhooks over HTTPS, and it checks the
+webhook's serving certificate against the ``caBundle`` in the webhook configuration.
+This module creates the small private PKI that needs: a certificate authority, serving
+certificates whose subjectAltNames match the webhook Service's DNS names (the API server
+ignores the common name), and client certificates for mutual TLS. It also writes key
+pairs to disk safely, produces the base64 ``caBundle`` value, and provides throwaway
+certificates for ``gpu-admission serve`` when no certificate was given.
+
+All keys are ECDSA P-256 and all signatures use SHA-256.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime as dt
+import fcntl
+import ipaddress
+import os
+import re
+import secrets
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.x509.verification import PolicyBuilder, Store, Subject, VerificationError
+
+__all__ = [
+    "CertificateAuthority",
+    "DevCertificatePaths",
+    "IssuedCertificate",
+    "ca_bundle",
+    "create_ca",
+    "ensure_dev_serving_certificate",
+    "issue_client_certificate",
+    "issue_serving_certificate",
+    "load_ca",
+    "not_after",
+    "service_dns_names",
+    "write_key_pair",
+]
+
+#: How far ``not_valid_before`` is moved into the past, so that peers whose clocks run a
+#: little behind ours accept a certificate issued just now.
+CLOCK_SKEW = dt.timedelta(minutes=5)
+
+#: ``ensure_dev_serving_certificate`` replaces certificates that expire sooner than this.
+DEV_RENEW_BEFORE = dt.timedelta(days=30)
+
+DEV_DNS_NAMES = ("localhost",)
+DEV_IP_ADDRESSES = ("127.0.0.1", "::1")
+
+_MAX_COMMON_NAME = 64  # ub-common-name in RFC 5280
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def _cert_pem(certificate: x509.Certificate) -> bytes:
+    return certificate.public_bytes(serialization.Encoding.PEM)
+
+
+def _key_pem(private_key: ec.EllipticCurvePrivateKey) -> bytes:
+    return private_key.private_bytes(
+        encoding=serialization.Encoding.PEM,
+        format=serialization.PrivateFormat.PKCS8,
+        encryption_algorithm=serialization.NoEncryption(),
+    )
+
+
+def _public_key_der(key: object) -> bytes:
+    if not isinstance(key, ec.EllipticCurvePublicKey):
+        raise ValueError("certificate does not hold an elliptic-curve public key")
+    return key.public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+
+
+def _check_key_matches(certificate: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> None:
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise TypeError(f"private key must be an EllipticCurvePrivateKey, not {type(key)!r}")
+    if _public_key_der(certificate.public_key()) != _public_key_der(key.public_key()):
+        raise ValueError("private key does not match the certificate's public key")
+
+
+def _is_ca(certificate: x509.Certificate) -> bool:
+    try:
+        constraints = certificate.extensions.get_extension_for_class(x509.BasicConstraints)
+    except x509.ExtensionNotFound:
+        return False
+    return constraints.value.ca
+
+
+@dataclass(frozen=True)
+class CertificateAuthority:
+    """A CA certificate together with the private key that signs leaf certificates."""
+
+    certificate: x509.Certificate
+    private_key: ec.EllipticCurvePrivateKey
+
+    def __post_init__(self) -> None:
+        _check_key_matches(self.certificate, self.private_key)
+        if not _is_ca(self.certificate):
+            raise ValueError("certificate is not a CA certificate (basicConstraints ca=False)")
+
+    def cert_pem(self) -> bytes:
+        """The certificate, PEM-encoded."""
+        return _cert_pem(self.certificate)
+
+    def key_pem(self) -> bytes:
+        """The private key, PEM-encoded PKCS#8, unencrypted."""
+        return _key_pem(self.private_key)
+
+
+@dataclass(frozen=True)
+class IssuedCertificate:
+    """A leaf (serving or client) certificate together with its private key."""
+
+    certificate: x509.Certificate
+    private_key: ec.EllipticCurvePrivateKey
+
+    def __post_init__(self) -> None:
+        _check_key_matches(self.certificate, self.private_key)
+
+    def cert_pem(self) -> bytes:
+        """The certificate, PEM-encoded (the leaf only, without the CA)."""
+        return _cert_pem(self.certificate)
+
+    def key_pem(self) -> bytes:
+        """The private key, PEM-encoded PKCS#8, unencrypted."""
+        return _key_pem(self.private_key)
+
+
+@dataclass(frozen=True)
+class DevCertificatePaths:
+    """Where ``ensure_dev_serving_certificate`` keeps the development certificates."""
+
+    ca_cert: Path
+    cert: Path
+    key: Path
+
+
+def _now() -> dt.datetime:
+    # X.509 times have a resolution of one second; drop the rest so that what we put in
+    # a certificate compares equal to what we read back.
+    return dt.datetime.now(dt.UTC).replace(microsecond=0)
+
+
+def _check_days(days: int) -> None:
+    if days < 1:
+        raise ValueError(f"days must be at least 1, got {days}")
+
+
+def _check_common_name(common_name: str) -> None:
+    if not common_name:
+        raise ValueError("common_name must not be empty")
+    if len(common_name) > _MAX_COMMON_NAME:
+        raise ValueError(
+            f"common_name must be at most {_MAX_COMMON_NAME} characters, "
+            f"got {len(common_name)}: {common_name!r}"
+        )
+
+
+def _new_key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def create_ca(common_name: str, *, days: int = 3650) -> CertificateAuthority:
+    """Create a self-signed CA that can sign leaf certificates but no further CAs."""
+    _check_common_name(common_name)
+    _check_days(days)
+    key = _new_key()
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = _now()
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - CLOCK_SKEW)
+        .not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=False,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return CertificateAuthority(certificate=certificate, private_key=key)
+
+
+def _authority_key_identifier(ca: CertificateAuthority) -> x509.AuthorityKeyIdentifier:
+    try:
+        ski = ca.certificate.extensions.get_extension_for_class(x509.SubjectKeyIdentifier)
+    except x509.ExtensionNotFound:
+        return x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.private_key.public_key())
+    return x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski.value)
+
+
+def _issue(
+    ca: CertificateAuthority,
+    subject: x509.Name,
+    *,
+    usage: x509.ObjectIdentifier,
+    san: Sequence[x509.GeneralName],
+    days: int,
+) -> IssuedCertificate:
+    _check_days(days)
+    now = _now()
+    ca_not_before = ca.certificate.not_valid_before_utc
+    ca_not_after = ca.certificate.not_valid_after_utc
+    if ca_not_after <= now:
+        raise ValueError(f"the CA expired at {ca_not_after.isoformat()}")
+    # A leaf must not outlive the CA that vouches for it, nor start before it.
+    not_before = max(now - CLOCK_SKEW, ca_not_before)
+    not_after = min(now + dt.timedelta(days=days), ca_not_after)
+    key = _new_key()
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(ca.certificate.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(_authority_key_identifier(ca), critical=False)
+    )
+    if san:
+        builder = builder.add_extension(x509.SubjectAlternativeName(san), critical=False)
+    certificate = builder.sign(ca.private_key, hashes.SHA256())
+    return IssuedCertificate(certificate=certificate, private_key=key)
+
+
+def _parse_ip(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    try:
+        address = ipaddress.ip_address(value)
+    except ValueError:
+        raise ValueError(
+            f"invalid IP address {value!r} in ip_addresses: expected an IPv4 or IPv6 address "
+            "such as '10.0.0.1' or '::1'"
+        ) from None
+    if isinstance(address, ipaddress.IPv6Address) and address.scope_id is not None:
+        raise ValueError(
+            f"invalid IP address {value!r} in ip_addresses: a certificate cannot carry an "
+            "IPv6 scope (the part after '%')"
+        )
+    return address
+
+
+def _check_dns_name(value: str) -> str:
+    if not value or value != value.strip():
+        raise ValueError(f"invalid DNS name {value!r} in dns_names")
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return value
+    raise ValueError(f"{value!r} is an IP address: pass it in ip_addresses, not dns_names")
+
+
+def issue_serving_certificate(
+    ca: CertificateAuthority,
+    common_name: str,
+    *,
+    dns_names: Sequence[str],
+    ip_addresses: Sequence[str] = (),
+    days: int = 365,
+) -> IssuedCertificate:
+    """Issue a TLS server certificate for the given DNS names and IP addresses.
+
+    Clients (the Kubernetes API server among them) match only the subjectAltNames, so at
+    least one DNS name or IP address is required. The lifetime is cut short if the CA
+    expires first.
+    """
+    if isinstance(dns_names, str) or isinstance(ip_addresses, str):
+        raise TypeError("dns_names and ip_addresses must be sequences of strings, not a string")
+    _check_common_name(common_name)
+    _check_days(days)
+    names = list(dict.fromkeys(_check_dns_name(name) for name in dns_names))
+    addresses = list(dict.fromkeys(_parse_ip(address) for address in ip_addresses))
+    if not names and not addresses:
+        raise ValueError(
+            "a serving certificate needs at least one DNS name or IP address: clients match "
+            "the subjectAltName and ignore the common name"
+        )
+    san: list[x509.GeneralName] = [x509.DNSName(name) for name in names]
+    san += [x509.IPAddress(address) for address in addresses]
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    return _issue(ca, subject, usage=ExtendedKeyUsageOID.SERVER_AUTH, san=san, days=days)
+
+
+def issue_client_certificate(
+    ca: CertificateAuthority,
+    common_name: str,
+    *,
+    organizations: Sequence[str] = (),
+    days: int = 365,
+) -> IssuedCertificate:
+    """Issue a TLS client certificate.
+
+    Kubernetes reads the common name as the user name and each organization as a group.
+    """
+    if isinstance(organizations, str):
+        raise TypeError("organizations must be a sequence of strings, not a string")
+    _check_common_name(common_name)
+    _check_days(days)
+    for organization in organizations:
+        if not organization:
+            raise ValueError("organizations must not contain an empty string")
+    attributes = [
+        x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization)
+        for organization in dict.fromkeys(organizations)
+    ]
+    attributes.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+    subject = x509.Name(attributes)
+    return _issue(ca, subject, usage=ExtendedKeyUsageOID.CLIENT_AUTH, san=(), days=days)
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_atomically(path: Path, data: bytes, mode: int) -> None:
+    """Write ``data`` to ``path`` so that readers see either the old or the new content.
+
+    The temporary file is created with ``mode`` in the same ``os.open`` call, so a private
+    key is never readable by others, not even for a moment.
+    """
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+    fd = os.open(temporary, flags, mode)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            temporary.unlink()
+        raise
+
+
+def _check_file_name(name: str) -> None:
+    if not name or name in {".", ".."} or "/" in name or "\0" in name:
+        raise ValueError(f"invalid key pair name {name!r}: expected a plain file name")
+    if os.altsep is not None and os.altsep in name:
+        raise ValueError(f"invalid key pair name {name!r}: expected a plain file name")
+
+
+def write_key_pair(
+    directory: Path, name: str, pair: CertificateAuthority | IssuedCertificate
+) -> tuple[Path, Path]:
+    """Write ``<name>.crt`` and ``<name>.key`` into ``directory``; return both paths.
+
+    A missing directory is created with mode 0700. The key file has mode 0600 from the
+    moment it exists. Each file is replaced atomically; the key is written first.
+    """
+    _check_file_name(name)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    cert_path = directory / f"{name}.crt"
+    key_path = directory / f"{name}.key"
+    _write_atomically(key_path, pair.key_pem(), 0o600)
+    _write_atomically(cert_path, pair.cert_pem(), 0o644)
+    _fsync_directory(directory)
+    return cert_path, key_path
+
+
+def _load_certificate(path: Path) -> x509.Certificate:
+    certificates = x509.load_pem_x509_certificates(path.read_bytes())
+    return certificates[0]
+
+
+def _load_ec_key(path: Path) -> ec.EllipticCurvePrivateKey:
+    key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise ValueError(f"{path} does not hold an elliptic-curve private key")
+    return key
+
+
+def load_ca(cert_path: Path, key_path: Path) -> CertificateAuthority:
+    """Load a CA written by ``write_key_pair`` (or any PEM CA with an unencrypted EC key).
+
+    Raises ValueError if the files cannot be parsed, the key does not belong to the
+    certificate, or the certificate is not a CA.
+    """
+    certificate = _load_certificate(cert_path)
+    key = _load_ec_key(key_path)
+    return CertificateAuthority(certificate=certificate, private_key=key)
+
+
+def ca_bundle(*cas: x509.Certificate) -> str:
+    """The ``caBundle`` value for a webhook configuration: base64 of the concatenated PEMs."""
+    if not cas:
+        raise ValueError("ca_bundle needs at least one CA certificate")
+    return base64.b64encode(b"".join(_cert_pem(ca) for ca in cas)).decode("ascii")
+
+
+def service_dns_names(service: str, namespace: str) -> list[str]:
+    """The names under which a Service is reached from inside the cluster.
+
+    These are the names the webhook's serving certificate must cover; the API server
+    calls ``<service>.<namespace>.svc``.
+    """
+    for kind, value in (("service", service), ("namespace", namespace)):
+        if not _DNS_LABEL.fullmatch(value):
+            raise ValueError(
+                f"invalid {kind} name {value!r}: expected a DNS label (lowercase letters, "
+                "digits and '-', at most 63 characters)"
+            )
+    return [
+        service,
+        f"{service}.{namespace}",
+        f"{service}.{namespace}.svc",
+        f"{service}.{namespace}.svc.cluster.local",
+    ]
+
+
+def not_after(cert_path: Path) -> dt.datetime:
+    """When the first certificate in the PEM file ``cert_path`` expires (timezone-aware UTC)."""
+    return _load_certificate(cert_path).not_valid_after_utc
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``directory`` so concurrent callers do not mix key pairs."""
+    fd = os.open(directory / ".lock", os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _dev_certificates_usable(paths: DevCertificatePaths, ca_key: Path) -> bool:
+    try:
+        ca = load_ca(paths.ca_cert, ca_key)
+        issued = IssuedCertificate(
+            certificate=_load_certificate(paths.cert), private_key=_load_ec_key(paths.key)
+        )
+    except (FileNotFoundError, ValueError, TypeError):
+        return False
+    now = _now()
+    if issued.certificate.not_valid_after_utc - now <= DEV_RENEW_BEFORE:
+        return False
+    if ca.certificate.not_valid_after_utc - now <= DEV_RENEW_BEFORE:
+        return False
+    policy = PolicyBuilder().store(Store([ca.certificate])).time(now)
+    subjects: list[Subject] = [x509.DNSName(n) for n in DEV_DNS_NAMES]
+    subjects += [x509.IPAddress(ipaddress.ip_address(a)) for a in DEV_IP_ADDRESSES]
+    try:
+        for subject in subjects:
+            policy.build_server_verifier(subject).verify(issued.certificate, [])
+    except VerificationError:
+        return False
+    return True
+
+
+def ensure_dev_serving_certificate(directory: Path) -> DevCertificatePaths:
+    """Provide a CA and a localhost serving certificate for ``gpu-admission serve``.
+
+    Used when no certificate was configured. Files in ``directory`` (``ca.crt``,
+    ``ca.key``, ``tls.crt``, ``tls.key``) are reused if they chain together, cover
+    localhost, 127.0.0.1 and ::1, and stay valid for more than 30 more days; otherwise a new
+    CA and serving certificate replace them. Point clients at ``ca_cert`` to trust it.
+    """
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    paths = DevCertificatePaths(
+        ca_cert=directory / "ca.crt", cert=directory / "tls.crt", key=directory / "tls.key"
+    )
+    ca_key = directory / "ca.key"
+    with _locked(directory):
+        if _dev_certificates_usable(paths, ca_key):
+            return paths
+        ca = create_ca("gpu-admission development CA")
+        serving = issue_serving_certificate(
+            ca, "localhost", dns_names=DEV_DNS_NAMES, ip_addresses=DEV_IP_ADDRESSES
+        )
+        write_key_pair(directory, "ca", ca)
+        write_key_pair(directory, "tls", serving)
+    return paths

@@ -1,0 +1,90 @@
+"""The `gpu-admission` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from webhook.errors import PolicyError
+from webhook.logs import configure_logging
+from webhook.policy import Policy, load_default_policy, load_policy_file
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "run"):
+        parser.print_help()
+        return 2
+    code: int = args.run(args)
+    return code
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpu-admission",
+        description="Admission webhooks that put GPU workloads on the right nodes.",
+    )
+    commands = parser.add_subparsers(title="commands")
+
+    serve = commands.add_parser("serve", help="run the admission service over HTTPS")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8443)
+    serve.add_argument("--policy", type=Path, help="policy YAML (default: the embedded policy)")
+    serve.add_argument("--tls-cert", type=Path, help="serving certificate (PEM)")
+    serve.add_argument("--tls-key", type=Path, help="serving key (PEM)")
+    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
+    serve.set_defaults(run=_serve)
+
+    policy = commands.add_parser("policy", help="work with policy files")
+    policy_commands = policy.add_subparsers(title="policy commands")
+    validate = policy_commands.add_parser("validate", help="check policy files")
+    validate.add_argument("files", nargs="+", type=Path)
+    validate.set_defaults(run=_policy_validate)
+    return parser
+
+
+def _load(path: Path | None) -> Policy:
+    return load_default_policy() if path is None else load_policy_file(path)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from webhook.serve import ServeSettings, serve
+
+    if (args.tls_cert is None) != (args.tls_key is None):
+        print("gpu-admission: give both --tls-cert and --tls-key, or neither", file=sys.stderr)
+        return 2
+    try:
+        policy = _load(args.policy)
+    except PolicyError as error:
+        print(f"gpu-admission: refusing to serve a broken policy: {error}", file=sys.stderr)
+        return 2
+    configure_logging(args.log_level)
+    settings = ServeSettings(
+        host=args.host,
+        port=args.port,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        log_level=args.log_level,
+    )
+    serve(policy, settings)
+    return 0
+
+
+def _policy_validate(args: argparse.Namespace) -> int:
+    failed = False
+    for path in args.files:
+        try:
+            policy = load_policy_file(path)
+        except PolicyError as error:
+            print(error, file=sys.stderr)
+            failed = True
+            continue
+        print(f"{path}: ok ({len(policy.pools)} pools, {len(policy.classes)} classes)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

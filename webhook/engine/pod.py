@@ -1,0 +1,189 @@
+"""A checked, read-only view of a pod as received.
+
+The pod stays the plain mapping kube-apiserver sent; this view only finds the
+parts the rules read, once per review, and checks they have the shape
+Kubernetes would accept. A wrong shape raises MalformedObject with the path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.errors import MalformedObject
+
+CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    list_name: str
+    """`containers`, `initContainers` or `ephemeralContainers`."""
+    index: int
+    name: str
+    raw: Mapping[str, Any]
+    requests: Mapping[str, Any]
+    limits: Mapping[str, Any]
+    env: Sequence[Mapping[str, Any]]
+    is_sidecar: bool
+    """An init container with `restartPolicy: Always` runs beside the app containers."""
+
+    @property
+    def path(self) -> str:
+        return f"/spec/{self.list_name}/{self.index}"
+
+    @property
+    def describe(self) -> str:
+        kind = {"containers": "container", "initContainers": "init container"}.get(
+            self.list_name, "ephemeral container"
+        )
+        return f"{kind} {self.name!r}"
+
+
+@dataclass(frozen=True, slots=True)
+class PodView:
+    raw: Mapping[str, Any]
+    name: str
+    labels: Mapping[str, str]
+    spec: Mapping[str, Any]
+    containers: tuple[Container, ...]
+    init_containers: tuple[Container, ...]
+    ephemeral_containers: tuple[Container, ...]
+    node_selector: Mapping[str, str]
+    required_terms: Sequence[Mapping[str, Any]] | None
+    """Required node affinity terms, or None when the pod has none."""
+    tolerations: Sequence[Mapping[str, Any]]
+    priority_class_name: str | None
+
+    def all_containers(self) -> tuple[Container, ...]:
+        return self.init_containers + self.containers + self.ephemeral_containers
+
+    def runnable_containers(self) -> tuple[Container, ...]:
+        """Containers that hold resources: init and regular (ephemeral ones cannot)."""
+        return self.init_containers + self.containers
+
+
+def read_pod(pod: Any, path: str = "") -> PodView:
+    """Check the shape of a pod (or a pod template: metadata + spec) and view it."""
+    obj = _mapping(pod, path or "object")
+    metadata = _mapping(obj.get("metadata"), f"{path}metadata", optional=True)
+    spec = _mapping(obj.get("spec"), f"{path}spec")
+    labels = _string_map(metadata.get("labels"), f"{path}metadata.labels")
+    name = metadata.get("name") or metadata.get("generateName") or ""
+    if not isinstance(name, str):
+        raise MalformedObject(f"{path}metadata.name", "must be a string")
+    lists = {
+        list_name: _containers(spec, list_name, f"{path}spec.{list_name}")
+        for list_name in CONTAINER_LISTS
+    }
+    if spec.get("containers") is None:
+        raise MalformedObject(f"{path}spec.containers", "a pod needs a list of containers")
+    priority_class_name = spec.get("priorityClassName")
+    if priority_class_name is not None and not isinstance(priority_class_name, str):
+        raise MalformedObject(f"{path}spec.priorityClassName", "must be a string")
+    return PodView(
+        raw=obj,
+        name=name,
+        labels=labels,
+        spec=spec,
+        containers=lists["containers"],
+        init_containers=lists["initContainers"],
+        ephemeral_containers=lists["ephemeralContainers"],
+        node_selector=_string_map(spec.get("nodeSelector"), f"{path}spec.nodeSelector"),
+        required_terms=_required_terms(spec, f"{path}spec.affinity"),
+        tolerations=_mappings(spec.get("tolerations"), f"{path}spec.tolerations"),
+        priority_class_name=priority_class_name or None,
+    )
+
+
+def _containers(spec: Mapping[str, Any], list_name: str, path: str) -> tuple[Container, ...]:
+    result = []
+    for index, raw in enumerate(_mappings(spec.get(list_name), path)):
+        here = f"{path}[{index}]"
+        name = raw.get("name", "")
+        if not isinstance(name, str):
+            raise MalformedObject(f"{here}.name", "must be a string")
+        resources = _mapping(raw.get("resources"), f"{here}.resources", optional=True)
+        requests = _mapping(resources.get("requests"), f"{here}.resources.requests", optional=True)
+        limits = _mapping(resources.get("limits"), f"{here}.resources.limits", optional=True)
+        for kind, quantities in (("requests", requests), ("limits", limits)):
+            for resource, value in quantities.items():
+                if not isinstance(value, str | int | float) or isinstance(value, bool):
+                    raise MalformedObject(
+                        f"{here}.resources.{kind}.{resource}", "a quantity must be a string"
+                    )
+        result.append(
+            Container(
+                list_name=list_name,
+                index=index,
+                name=name or f"#{index}",
+                raw=raw,
+                requests=requests,
+                limits=limits,
+                env=_mappings(raw.get("env"), f"{here}.env"),
+                is_sidecar=list_name == "initContainers" and raw.get("restartPolicy") == "Always",
+            )
+        )
+    return tuple(result)
+
+
+def _required_terms(spec: Mapping[str, Any], path: str) -> Sequence[Mapping[str, Any]] | None:
+    affinity = _mapping(spec.get("affinity"), path, optional=True)
+    node_affinity = _mapping(affinity.get("nodeAffinity"), f"{path}.nodeAffinity", optional=True)
+    required_path = f"{path}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    required = _mapping(
+        node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"),
+        required_path,
+        optional=True,
+    )
+    if not required:
+        return None
+    terms = _mappings(required.get("nodeSelectorTerms"), f"{required_path}.nodeSelectorTerms")
+    for index, term in enumerate(terms):
+        for field in ("matchExpressions", "matchFields"):
+            expressions = _mappings(term.get(field), f"{required_path}.nodeSelectorTerms[{index}]")
+            for expression in expressions:
+                _check_requirement(
+                    expression, f"{required_path}.nodeSelectorTerms[{index}].{field}"
+                )
+    return terms
+
+
+def _check_requirement(expression: Mapping[str, Any], path: str) -> None:
+    if not isinstance(expression.get("key"), str) or not isinstance(
+        expression.get("operator"), str
+    ):
+        raise MalformedObject(path, "each requirement needs a string key and operator")
+    values = expression.get("values")
+    if values is not None and (
+        not isinstance(values, list) or not all(isinstance(v, str) for v in values)
+    ):
+        raise MalformedObject(f"{path}.values", "must be a list of strings")
+
+
+def _mapping(value: Any, path: str, optional: bool = False) -> Mapping[str, Any]:
+    if isinstance(value, Mapping):
+        return value
+    if value is None and optional:
+        return {}
+    raise MalformedObject(path, "must be a mapping" if value is not None else "is required")
+
+
+def _mappings(value: Any, path: str) -> Sequence[Mapping[str, Any]]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise MalformedObject(path, "must be a list")
+    for index, item in enumerate(value):
+        if not isinstance(item, Mapping):
+            raise MalformedObject(f"{path}[{index}]", "must be a mapping")
+    return value
+
+
+def _string_map(value: Any, path: str) -> Mapping[str, str]:
+    mapping = _mapping(value, path, optional=True)
+    for key, item in mapping.items():
+        if not isinstance(item, str):
+            raise MalformedObject(f"{path}.{key}", "must be a string")
+    return mapping

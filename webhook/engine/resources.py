@@ -1,0 +1,103 @@
+"""GPU resources of a pod: which names count, and the effective request.
+
+`nvidia.com/gpu` and every `nvidia.com/mig-<profile>` are GPU resources. The
+effective request is computed the way kube-scheduler does: the larger of the
+app containers plus sidecars, and each ordinary init container plus the
+sidecars started before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from webhook.engine.pod import Container, PodView
+from webhook.engine.quantities import parse_quantity
+from webhook.policy.compiled import Policy
+
+
+@dataclass(frozen=True, slots=True)
+class GpuQuantity:
+    """One GPU resource of one container, as written."""
+
+    container: Container
+    resource: str
+    request: Any
+    limit: Any
+
+    @property
+    def value(self) -> Decimal | None:
+        """What the scheduler counts: the request, defaulted from the limit."""
+        raw = self.request if self.request is not None else self.limit
+        return parse_quantity(raw) if raw is not None else None
+
+
+def is_gpu_resource(policy: Policy, resource: str) -> bool:
+    return resource == policy.gpu_resource or resource.startswith(policy.mig_prefix)
+
+
+def gpu_quantities(policy: Policy, container: Container) -> list[GpuQuantity]:
+    names = [r for r in container.limits if is_gpu_resource(policy, r)]
+    names += [
+        r for r in container.requests if r not in container.limits and is_gpu_resource(policy, r)
+    ]
+    return [
+        GpuQuantity(container, name, container.requests.get(name), container.limits.get(name))
+        for name in names
+    ]
+
+
+def requests_gpu(policy: Policy, container: Container) -> bool:
+    """Whether a container asks for any GPU resource (a positive or unreadable amount)."""
+    for quantity in gpu_quantities(policy, container):
+        value = quantity.value
+        if value is None or value != 0:
+            return True
+    return False
+
+
+def pod_requests_gpu(policy: Policy, pod: PodView) -> bool:
+    return any(requests_gpu(policy, c) for c in pod.runnable_containers())
+
+
+def effective_gpu_request(policy: Policy, pod: PodView) -> dict[str, Decimal]:
+    """Per GPU resource, what the scheduler will look for on one node."""
+    app_total: dict[str, Decimal] = {}
+    sidecars: dict[str, Decimal] = {}
+    init_peak: dict[str, Decimal] = {}
+    for container in pod.init_containers:
+        own = _readable_amounts(policy, container)
+        if container.is_sidecar:
+            _add(sidecars, own.items())
+            _add(app_total, own.items())
+            _raise_to(init_peak, sidecars)
+        else:
+            candidate = dict(sidecars)
+            _add(candidate, own.items())
+            _raise_to(init_peak, candidate)
+    for container in pod.containers:
+        _add(app_total, _readable_amounts(policy, container).items())
+    _raise_to(app_total, init_peak)
+    return {name: amount for name, amount in app_total.items() if amount > 0}
+
+
+def _readable_amounts(policy: Policy, container: Container) -> dict[str, Decimal]:
+    amounts = {}
+    for quantity in gpu_quantities(policy, container):
+        value = quantity.value
+        if value is not None and value > 0:
+            amounts[quantity.resource] = value
+    return amounts
+
+
+def _add(total: dict[str, Decimal], items: Iterable[tuple[str, Decimal]]) -> None:
+    for name, amount in items:
+        total[name] = total.get(name, Decimal(0)) + amount
+
+
+def _raise_to(total: dict[str, Decimal], other: Mapping[str, Decimal]) -> None:
+    for name, amount in other.items():
+        if amount > total.get(name, Decimal(0)):
+            total[name] = amount

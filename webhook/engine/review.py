@@ -1,0 +1,102 @@
+"""The engine's one seam: an admission request in, a decision out.
+
+Pure: no HTTP, no Kubernetes client, no files, no clocks. The pod is read as
+the plain mapping it arrived as; the patch is computed against it.
+"""
+
+from __future__ import annotations
+
+from webhook.engine.decision import Decision, Violation, allow, deny, malformed
+from webhook.engine.mutate import mutate_pod
+from webhook.engine.placement import reach_of
+from webhook.engine.pod import PodView, read_pod
+from webhook.engine.request import AdmissionRequest
+from webhook.engine.resources import effective_gpu_request, gpu_quantities, pod_requests_gpu
+from webhook.engine.rules.capacity import check_capacity
+from webhook.engine.rules.placement import (
+    check_class_placement,
+    check_model,
+    check_non_gpu_placement,
+)
+from webhook.engine.rules.priority import check_priority
+from webhook.engine.rules.quantities import check_quantities
+from webhook.engine.rules.visibility import check_visible_devices
+from webhook.engine.rules.workload_class import missing_class, unknown_class
+from webhook.errors import MalformedObject
+from webhook.policy.compiled import Policy
+
+
+class Engine:
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+
+    def mutate(self, request: AdmissionRequest) -> Decision:
+        """Inject what a workload pod needs; everything that is not a pod CREATE passes."""
+        if not request.is_pod_create:
+            return allow()
+        try:
+            pod = read_pod(request.object)
+            workload = self.policy.classes.get(pod.labels.get(self.policy.workload_label, ""))
+            if workload is None:
+                return allow()
+            return allow(mutate_pod(self.policy, pod, workload))
+        except MalformedObject as error:
+            return malformed(str(error))
+
+    def validate(self, request: AdmissionRequest) -> Decision:
+        """Refuse pods that break a rule, with every reason at once."""
+        if request.is_ephemeral_containers_update:
+            check = self._ephemeral_containers
+        elif request.is_pod_create:
+            check = self.pod_violations
+        else:
+            return allow()
+        try:
+            pod = read_pod(request.object)
+            violations = check(pod)
+        except MalformedObject as error:
+            return malformed(str(error))
+        if violations:
+            return deny(violations, f"gpu-admission denied pod {_name(request, pod)!r}")
+        return allow()
+
+    def pod_violations(self, pod: PodView) -> list[Violation]:
+        policy = self.policy
+        violations = check_visible_devices(policy, pod.all_containers())
+        label = pod.labels.get(policy.workload_label)
+        if label is None:
+            if pod_requests_gpu(policy, pod):
+                requested = _requested_resources(policy, pod)
+                violations.append(missing_class(policy, requested))
+            else:
+                violations += check_non_gpu_placement(policy, pod)
+            return violations
+        workload = policy.classes.get(label)
+        if workload is None:
+            violations.append(unknown_class(policy, label))
+            return violations
+        violations += check_quantities(policy, pod)
+        violations += check_model(policy, pod, workload)
+        violations += check_class_placement(policy, pod, workload, reach_of(policy, pod))
+        violations += check_capacity(policy, pod, workload)
+        violations += check_priority(pod, workload)
+        return violations
+
+    def _ephemeral_containers(self, pod: PodView) -> list[Violation]:
+        return check_visible_devices(self.policy, pod.ephemeral_containers)
+
+
+def _requested_resources(policy: Policy, pod: PodView) -> list[str]:
+    names = list(effective_gpu_request(policy, pod))
+    if names:
+        return names
+    return list(
+        dict.fromkeys(
+            q.resource for c in pod.runnable_containers() for q in gpu_quantities(policy, c)
+        )
+    )
+
+
+def _name(request: AdmissionRequest, pod: PodView) -> str:
+    name = request.name or pod.name
+    return f"{request.namespace}/{name}" if request.namespace else name

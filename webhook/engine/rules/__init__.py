@@ -1,0 +1,1 @@
+"""Validation rules. Each is a function of (policy, pod[, class]) -> violations."""

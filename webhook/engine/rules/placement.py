@@ -1,0 +1,112 @@
+"""Rules: pods stay off the wrong pools and can reach their own.
+
+A workload pod is refused when a pool outside its class is possibly
+reachable, or when every node of its own pools is certainly unreachable. A pod
+with no GPU is refused when any GPU pool is possibly reachable. A GPU model
+the class's pools do not have is refused with the models they do have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from webhook.engine.decision import Violation
+from webhook.engine.placement import Reach, reach_of
+from webhook.engine.pod import PodView
+from webhook.policy.compiled import Policy, WorkloadClass
+
+WRONG_POOL = "pool-placement"
+NON_GPU = "non-gpu-placement"
+MODEL = "gpu-model"
+
+
+def check_class_placement(
+    policy: Policy, pod: PodView, workload: WorkloadClass, reach: list[Reach] | None = None
+) -> list[Violation]:
+    reach = reach if reach is not None else reach_of(policy, pod)
+    violations = []
+    wrong = _pools_where(reach, lambda r: r.kind.pool not in workload.pools and r.possibly)
+    for pool in wrong:
+        violations.append(
+            Violation(
+                WRONG_POOL,
+                f"{workload.name} pod could be scheduled on pool {pool} "
+                f"({policy.pool_label}={policy.pools[pool].label_value}), which is not for "
+                f"{workload.name}; require {policy.pool_label} In "
+                f"[{', '.join(workload.pool_label_values)}] and do not tolerate "
+                f"{_taints(policy, pool)}",
+            )
+        )
+    model = pod.labels.get(policy.gpu_model_label)
+    own = [
+        r for r in reach if r.kind.pool in workload.pools and (not model or r.kind.model == model)
+    ]
+    if own and not any(r.possibly for r in own):
+        violations.append(
+            Violation(
+                WRONG_POOL,
+                f"{workload.name} pod can never be scheduled on its pool "
+                f"{_or_list(workload.pools)}: {_why_unreachable(policy, own)}",
+            )
+        )
+    return violations
+
+
+def check_model(policy: Policy, pod: PodView, workload: WorkloadClass) -> list[Violation]:
+    model = pod.labels.get(policy.gpu_model_label)
+    if not model or model in workload.models:
+        return []
+    return [
+        Violation(
+            MODEL,
+            f"label {policy.gpu_model_label}={model} names a GPU model that pool "
+            f"{_or_list(workload.pools)} does not have; models: {', '.join(workload.models)}",
+        )
+    ]
+
+
+def check_non_gpu_placement(
+    policy: Policy, pod: PodView, reach: list[Reach] | None = None
+) -> list[Violation]:
+    reach = reach if reach is not None else reach_of(policy, pod)
+    pools = _pools_where(reach, lambda r: r.possibly)
+    if not pools:
+        return []
+    tolerated = [t.describe() for p in pools for t in policy.pools[p].taints]
+    return [
+        Violation(
+            NON_GPU,
+            f"pod requests no GPU but could be scheduled on GPU pool {_or_list(pools)} "
+            f"(it tolerates {', '.join(tolerated)}); add the node affinity requirement "
+            f"{policy.pool_label} DoesNotExist, or drop the toleration",
+        )
+    ]
+
+
+def _pools_where(reach: list[Reach], condition: Callable[[Reach], bool]) -> list[str]:
+    return list(dict.fromkeys(r.kind.pool for r in reach if condition(r)))
+
+
+def _why_unreachable(policy: Policy, own: list[Reach]) -> str:
+    untolerated = list(dict.fromkeys(t for r in own for t in r.untolerated))
+    if untolerated and all(r.untolerated for r in own):
+        return (
+            f"it does not tolerate {', '.join(t.describe() for t in untolerated)}; "
+            "remove the tolerations that replace them"
+        )
+    return (
+        "its nodeSelector or required node affinity excludes every node labelled "
+        + " or ".join(
+            f"{policy.pool_label}={policy.pools[p].label_value}"
+            for p in dict.fromkeys(r.kind.pool for r in own)
+        )
+        + "; remove the conflicting nodeSelector or affinity"
+    )
+
+
+def _taints(policy: Policy, pool: str) -> str:
+    return ", ".join(t.describe() for t in policy.pools[pool].taints) or "its taints"
+
+
+def _or_list(names: tuple[str, ...] | list[str]) -> str:
+    return " or ".join(names)

@@ -1,0 +1,40 @@
+"""Rule: nobody picks GPUs by hand through NVIDIA_VISIBLE_DEVICES.
+
+Setting it (by value or valueFrom) makes the NVIDIA runtime expose devices the
+scheduler never gave the pod. Only `void` and `none` (see no GPU) are safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from webhook.engine.decision import Violation
+from webhook.engine.pod import Container
+from webhook.policy.compiled import Policy
+
+RULE = "visible-devices"
+SAFE_VALUES = frozenset({"void", "none"})
+
+
+def check_visible_devices(policy: Policy, containers: Iterable[Container]) -> list[Violation]:
+    violations = []
+    name = policy.visible_devices_env
+    for container in containers:
+        for entry in container.env:
+            if entry.get("name") != name:
+                continue
+            if entry.get("valueFrom") is not None:
+                shown = f"{name} from valueFrom"
+            elif (value := entry.get("value")) not in SAFE_VALUES:
+                shown = f"{name}={value if isinstance(value, str) else ''!s}"
+            else:
+                continue
+            violations.append(
+                Violation(
+                    RULE,
+                    f"{container.describe} sets {shown}, which would expose GPUs the scheduler "
+                    f"did not assign; remove it and request {policy.gpu_resource} instead "
+                    f"(only 'void' or 'none' are accepted)",
+                )
+            )
+    return violations

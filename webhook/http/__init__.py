@@ -1,0 +1,1 @@
+"""The HTTP edge: decode, call the engine, encode."""

@@ -1,0 +1,132 @@
+"""FastAPI app factory. Routes only decode, call the engine and encode.
+
+Error channels: a body that is not an AdmissionReview gets HTTP 400 (or 413
+when too large), so kube-apiserver applies the failurePolicy; anything the
+engine raises unexpectedly becomes `allowed: false` with code 500, the uid
+echoed and the traceback logged with that uid. Never a 5xx.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+
+from webhook.admission import (
+    InvalidReview,
+    complete,
+    errored,
+    parse_review,
+    request_uid,
+    to_engine_request,
+)
+from webhook.engine import AdmissionRequest, Decision, Engine
+
+log = logging.getLogger("gpu_admission.http")
+
+MAX_BODY_BYTES = 7 * 1024 * 1024
+"""kube-apiserver caps request bodies at 3 MiB; a review holds object and oldObject."""
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+@dataclass
+class Readiness:
+    """What `/readyz` reports; later parts of the service add their checks here."""
+
+    checks: dict[str, Callable[[], tuple[bool, str]]] = field(default_factory=dict)
+
+    def report(self) -> tuple[bool, dict[str, Any]]:
+        details = {}
+        ready = True
+        for name, check in self.checks.items():
+            ok, detail = check()
+            ready = ready and ok
+            details[name] = {"ok": ok, "detail": detail}
+        return ready, details
+
+
+def create_app(
+    engine: Callable[[], Engine],
+    readiness: Readiness | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> FastAPI:
+    """`engine` returns the engine to use for one review (it may change on policy reload)."""
+    app = FastAPI(title="gpu-admission", docs_url=None, redoc_url=None, openapi_url=None)
+    readiness = readiness or Readiness()
+
+    async def review(
+        request: Request, judge: Callable[[Engine, AdmissionRequest], Decision]
+    ) -> Response:
+        try:
+            body = await _read_body(request, max_body_bytes)
+        except BodyTooLarge:
+            return _json({"error": f"request body exceeds {max_body_bytes} bytes"}, 413)
+        try:
+            parsed = parse_review(body)
+        except InvalidReview as error:
+            uid = request_uid(body)
+            log.info("invalid admission review", extra={"uid": uid, "reason": str(error)})
+            return _json({"error": str(error)}, 400)
+        uid = parsed.request.uid
+        try:
+            decision = judge(engine(), to_engine_request(parsed))
+        except Exception:
+            log.exception("engine failed", extra={"uid": uid})
+            return _json(errored(uid, 500, "gpu-admission internal error; see its logs"), 200)
+        if not decision.allowed:
+            log.info(
+                "denied",
+                extra={
+                    "uid": uid,
+                    "namespace": parsed.request.namespace,
+                    "object": parsed.request.name,
+                    "rules": [v.rule for v in decision.violations],
+                    "reason": decision.message,
+                },
+            )
+        return _json(complete(uid, decision), 200)
+
+    @app.post("/mutate")
+    async def mutate(request: Request) -> Response:
+        return await review(request, Engine.mutate)
+
+    @app.post("/validate")
+    async def validate(request: Request) -> Response:
+        return await review(request, Engine.validate)
+
+    @app.get("/healthz")
+    async def healthz() -> Response:
+        return _json({"status": "ok"}, 200)
+
+    @app.get("/readyz")
+    async def readyz() -> Response:
+        ready, details = readiness.report()
+        return _json({"ready": ready, "checks": details}, 200 if ready else 503)
+
+    return app
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge
+    chunks = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _json(content: Any, status: int) -> Response:
+    return Response(orjson.dumps(content), status_code=status, media_type="application/json")

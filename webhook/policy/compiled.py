@@ -1,0 +1,118 @@
+"""The compiled policy: frozen, precomputed data the engine reads on every review.
+
+Everything that can be worked out once per policy (which taints a class needs,
+which node label values a pool has, how many MIG slices fit on a node) is
+worked out here, at load time, so the hot path only looks things up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+    def describe(self) -> str:
+        return (
+            f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class GpuModel:
+    name: str
+    """The value of the node model label, e.g. `A100`."""
+    product: str | None
+    """The GPU product in the MIG catalog, e.g. `A100-SXM4-40GB`, when known."""
+    gpus_per_node: int
+    mig_profiles: Mapping[str, int]
+    """MIG profile (resource name suffix) -> most instances on one GPU; empty without MIG."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    name: str
+    label_value: str
+    gpus_per_node: int
+    """The most GPUs any node of the pool holds (the largest of its models)."""
+    taints: tuple[Taint, ...]
+    models: Mapping[str, GpuModel]
+    mig_strategy: str
+    """`none`, `mixed` (nvidia.com/mig-<profile> resources) or `single`."""
+
+    def mig_slices_per_node(self, profile: str, model: str | None = None) -> int:
+        """The most slices of a profile one node of this pool (of that model) can hold."""
+        if self.mig_strategy != "mixed":
+            return 0
+        models = (
+            [self.models[model]]
+            if model is not None and model in self.models
+            else list(self.models.values())
+        )
+        return max((m.mig_profiles.get(profile, 0) * m.gpus_per_node for m in models), default=0)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeKind:
+    """One kind of node the policy knows: a pool and a model, with their labels."""
+
+    pool: str
+    model: str
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClass:
+    name: str
+    value: int
+    preemption_policy: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CoLocation:
+    topology_key: str
+    weight: int
+    job_labels: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadClass:
+    name: str
+    pools: tuple[str, ...]
+    pool_label_values: tuple[str, ...]
+    preferred_pools: tuple[tuple[str, int], ...]
+    """(pool label value, weight) pairs for preferred node affinity."""
+    priority_class: PriorityClass
+    default_gpus: int
+    co_location: CoLocation | None
+    taints: tuple[Taint, ...]
+    """The taints of all the class's pools, once each."""
+    models: tuple[str, ...]
+    """The GPU models the class's pools have, in policy order."""
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    source: str
+    workload_label: str
+    gpu_model_label: str
+    pool_label: str
+    model_label: str
+    gpu_resource: str
+    mig_prefix: str
+    visible_devices_env: str
+    namespace_opt_in: tuple[str, str]
+    pools: Mapping[str, Pool]
+    classes: Mapping[str, WorkloadClass]
+    node_kinds: tuple[NodeKind, ...]
+    gpu_taints: tuple[Taint, ...] = field(default=())
+    """The taints of every GPU pool, once each."""
+
+    def pools_of(self, workload_class: WorkloadClass) -> list[Pool]:
+        return [self.pools[name] for name in workload_class.pools]

@@ -1,0 +1,131 @@
+"""The policy file as operators write it, checked field by field by pydantic.
+
+Field names follow Kubernetes' camelCase so a policy reads like the manifests
+next to it. Unknown fields are errors: a typo must not silently switch a rule
+off.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+LABEL_KEY_PATTERN = r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+LabelKey = str
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class LabelSelectorSpec(StrictModel):
+    """A label that turns something on: key and the value it must have."""
+
+    key: str = Field(pattern=LABEL_KEY_PATTERN)
+    value: str = Field(pattern=LABEL_VALUE_PATTERN)
+
+
+class PodLabels(StrictModel):
+    workload: str = Field(default="gpu-admission.io/workload", pattern=LABEL_KEY_PATTERN)
+    gpu_model: str = Field(
+        default="gpu-admission.io/gpu-model", alias="gpuModel", pattern=LABEL_KEY_PATTERN
+    )
+
+
+class NodeLabels(StrictModel):
+    pool: str = Field(default="gpu-pool", pattern=LABEL_KEY_PATTERN)
+    model: str = Field(default="nvidia-gpu-model", pattern=LABEL_KEY_PATTERN)
+
+
+class Resources(StrictModel):
+    gpu: str = Field(default="nvidia.com/gpu", pattern=LABEL_KEY_PATTERN)
+    mig_prefix: str = Field(default="nvidia.com/mig-", alias="migPrefix", min_length=1)
+    visible_devices_env: str = Field(
+        default="NVIDIA_VISIBLE_DEVICES", alias="visibleDevicesEnv", min_length=1
+    )
+
+
+class Taint(StrictModel):
+    key: str = Field(pattern=LABEL_KEY_PATTERN)
+    value: str = Field(default="", pattern=LABEL_VALUE_PATTERN)
+    effect: TaintEffect = "NoSchedule"
+
+
+class GpuModel(StrictModel):
+    """A GPU model a pool has; `product` names its entry in the MIG catalog."""
+
+    product: str | None = None
+    gpus_per_node: int | None = Field(default=None, alias="gpusPerNode", ge=1, le=1024)
+
+
+class Pool(StrictModel):
+    label_value: str | None = Field(default=None, alias="labelValue", pattern=LABEL_VALUE_PATTERN)
+    gpus_per_node: int = Field(alias="gpusPerNode", ge=1, le=1024)
+    taints: list[Taint] | None = None
+    models: dict[str, GpuModel] = Field(min_length=1)
+    mig: Literal["none", "mixed", "single"] = "none"
+
+    @field_validator("models")
+    @classmethod
+    def _model_names_are_label_values(cls, models: dict[str, GpuModel]) -> dict[str, GpuModel]:
+        for name in models:
+            if not re.fullmatch(LABEL_VALUE_PATTERN, name) or not name:
+                raise ValueError(f"model name {name!r} is not a valid label value")
+        return models
+
+
+class PriorityClassRef(StrictModel):
+    name: str = Field(pattern=NAME_PATTERN, max_length=253)
+    value: int = Field(ge=-2147483648, le=1000000000)
+    preemption_policy: Literal["PreemptLowerPriority", "Never"] | None = Field(
+        default=None, alias="preemptionPolicy"
+    )
+
+
+class PreferredPool(StrictModel):
+    pool: str
+    weight: int = Field(ge=1, le=100)
+
+
+class CoLocation(StrictModel):
+    """Draw the pods of one job together: preferred pod affinity in a topology."""
+
+    topology_key: str = Field(alias="topologyKey", pattern=LABEL_KEY_PATTERN)
+    weight: int = Field(default=100, ge=1, le=100)
+    job_labels: list[str] = Field(alias="jobLabels", min_length=1)
+
+    @field_validator("job_labels")
+    @classmethod
+    def _job_labels_are_keys(cls, keys: list[str]) -> list[str]:
+        for key in keys:
+            if not re.fullmatch(LABEL_KEY_PATTERN, key):
+                raise ValueError(f"job label {key!r} is not a valid label key")
+        return keys
+
+
+class WorkloadClass(StrictModel):
+    pools: list[str] = Field(min_length=1)
+    preferred_pools: list[PreferredPool] = Field(default_factory=list, alias="preferredPools")
+    priority_class: PriorityClassRef = Field(alias="priorityClass")
+    default_gpus: int = Field(default=1, alias="defaultGpus", ge=0, le=1024)
+    co_location: CoLocation | None = Field(default=None, alias="coLocation")
+
+
+class PolicySpec(StrictModel):
+    api_version: Literal["gpu-admission.io/v1alpha1"] = Field(alias="apiVersion")
+    kind: Literal["Policy"]
+    pod_labels: PodLabels = Field(default_factory=PodLabels, alias="podLabels")
+    node_labels: NodeLabels = Field(default_factory=NodeLabels, alias="nodeLabels")
+    resources: Resources = Field(default_factory=Resources)
+    namespace_opt_in: LabelSelectorSpec = Field(
+        default_factory=lambda: LabelSelectorSpec(key="gpu-admission.io/enabled", value="true"),
+        alias="namespaceOptIn",
+    )
+    pools: dict[str, Pool] = Field(min_length=1)
+    classes: dict[str, WorkloadClass] = Field(min_length=1)
