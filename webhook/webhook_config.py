@@ -1,0 +1,172 @@
+"""The Mutating- and ValidatingWebhookConfiguration of gpu-admission, rendered from a policy.
+
+One renderer serves the end-to-end tests (clientConfig.url), `install` and the
+kustomize base (clientConfig.service), so the scope a cluster sees is the scope
+the tests prove:
+
+- namespaces opt in with the policy's label; kube-system, kube-node-lease and
+  the service's own namespace are never in scope, so the webhooks cannot block
+  the control plane nor their own restart;
+- matchConditions (CEL) send only pods the policy can have an opinion on: a
+  workload label, a `nvidia.com/` resource, tolerations, or the visible-devices
+  variable. Every other pod is admitted without calling us, even when we are down.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.policy import Policy
+
+NAME = "gpu-admission"
+MUTATING_WEBHOOK = "mutate.gpu-admission.io"
+VALIDATING_WEBHOOK = "validate.gpu-admission.io"
+ALWAYS_EXEMPT_NAMESPACES = ("kube-system", "kube-node-lease")
+
+# Fail closed on both: within its scope (opted-in namespaces, GPU-relevant
+# pods), a pod admitted without our mutation would run at priority 0 on no
+# pool, and without validation could borrow priorities or see every GPU.
+# The narrow scope above is what keeps fail-closed from blocking the cluster.
+FAILURE_POLICY = "Fail"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where kube-apiserver reaches the service: a URL, or a Service in the cluster."""
+
+    ca_bundle: str
+    url: str | None = None
+    service_name: str | None = None
+    service_namespace: str | None = None
+    service_port: int = 443
+
+    def client_config(self, path: str) -> dict[str, Any]:
+        config: dict[str, Any] = {"caBundle": self.ca_bundle}
+        if self.url is not None:
+            config["url"] = self.url.rstrip("/") + path
+        else:
+            config["service"] = {
+                "name": self.service_name,
+                "namespace": self.service_namespace,
+                "path": path,
+                "port": self.service_port,
+            }
+        return config
+
+
+def gpu_relevance_condition(policy: Policy) -> str:
+    """CEL: true for a pod the policy can have an opinion on."""
+    prefix = policy.gpu_resource.split("/")[0] + "/"
+    env = policy.visible_devices_env
+    container_lists = ("containers", "initContainers", "ephemeralContainers")
+    resource_checks = " || ".join(
+        f"(has(object.spec.{lst}) && object.spec.{lst}.exists(c, has(c.resources) && "
+        f"((has(c.resources.limits) && c.resources.limits.exists(r, r.startsWith('{prefix}'))) || "
+        f"(has(c.resources.requests) && c.resources.requests.exists(r, r.startsWith('{prefix}'))))))"
+        for lst in container_lists[:2]
+    )
+    env_checks = " || ".join(
+        f"(has(object.spec.{lst}) && object.spec.{lst}.exists(c, has(c.env) && "
+        f"c.env.exists(e, e.name == '{env}')))"
+        for lst in container_lists
+    )
+    return " || ".join(
+        [
+            f"(has(object.metadata.labels) && '{policy.workload_label}' in object.metadata.labels)",
+            resource_checks,
+            "(has(object.spec.tolerations) && size(object.spec.tolerations) > 0)",
+            env_checks,
+        ]
+    )
+
+
+def namespace_selector(policy: Policy, own_namespace: str | None) -> dict[str, Any]:
+    key, value = policy.namespace_opt_in
+    exempt = [*ALWAYS_EXEMPT_NAMESPACES, *([own_namespace] if own_namespace else [])]
+    return {
+        "matchExpressions": [
+            {"key": key, "operator": "In", "values": [value]},
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": exempt},
+        ]
+    }
+
+
+def _webhook(
+    name: str,
+    path: str,
+    rules: list[dict[str, Any]],
+    policy: Policy,
+    endpoint: Endpoint,
+    own_namespace: str | None,
+    timeout_seconds: int,
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "clientConfig": endpoint.client_config(path),
+        "rules": rules,
+        "namespaceSelector": namespace_selector(policy, own_namespace),
+        "matchConditions": [
+            {"name": "gpu-relevant-pod", "expression": gpu_relevance_condition(policy)}
+        ],
+        "failurePolicy": FAILURE_POLICY,
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+        "timeoutSeconds": timeout_seconds,
+        "matchPolicy": "Equivalent",
+    }
+
+
+def _pod_rule(operations: list[str], resource: str = "pods") -> dict[str, Any]:
+    return {
+        "operations": operations,
+        "apiGroups": [""],
+        "apiVersions": ["v1"],
+        "resources": [resource],
+        "scope": "Namespaced",
+    }
+
+
+def render_webhook_configurations(
+    policy: Policy,
+    endpoint: Endpoint,
+    *,
+    name: str = NAME,
+    own_namespace: str | None = None,
+    timeout_seconds: int = 3,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The (mutating, validating) configuration objects."""
+    mutating_hook = _webhook(
+        MUTATING_WEBHOOK,
+        "/mutate",
+        [_pod_rule(["CREATE"])],
+        policy,
+        endpoint,
+        own_namespace,
+        timeout_seconds,
+    )
+    mutating_hook["reinvocationPolicy"] = "IfNeeded"
+    validating_hook = _webhook(
+        VALIDATING_WEBHOOK,
+        "/validate",
+        [_pod_rule(["CREATE"]), _pod_rule(["UPDATE"], "pods/ephemeralcontainers")],
+        policy,
+        endpoint,
+        own_namespace,
+        timeout_seconds,
+    )
+    metadata = {"name": name, "labels": {"app.kubernetes.io/name": "gpu-admission"}}
+    return (
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": metadata,
+            "webhooks": [mutating_hook],
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": dict(metadata),
+            "webhooks": [validating_hook],
+        },
+    )
