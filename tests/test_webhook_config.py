@@ -1,0 +1,92 @@
+"""Webhook configurations rendered from the policy (webhook/webhook_config.py).
+
+The CEL matchConditions are compiled and evaluated by the real kube-apiserver
+in the end-to-end tests; here we check the shape and the scope.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from webhook.policy import load_default_policy
+from webhook.webhook_config import Endpoint, render_webhook_configurations
+
+POLICY = load_default_policy()
+
+
+@pytest.fixture
+def rendered() -> tuple[dict[str, Any], dict[str, Any]]:
+    return render_webhook_configurations(
+        POLICY,
+        Endpoint(ca_bundle="Q0E=", url="https://127.0.0.1:9443/"),
+        own_namespace="gpu-admission",
+    )
+
+
+def test_both_webhooks_call_their_path_with_the_ca_bundle(rendered: Any) -> None:
+    mutating, validating = rendered
+    assert mutating["webhooks"][0]["clientConfig"] == {
+        "caBundle": "Q0E=",
+        "url": "https://127.0.0.1:9443/mutate",
+    }
+    assert validating["webhooks"][0]["clientConfig"]["url"] == "https://127.0.0.1:9443/validate"
+
+
+def test_a_service_endpoint_names_service_namespace_path_and_port() -> None:
+    endpoint = Endpoint(
+        ca_bundle="x", service_name="gpu-admission", service_namespace="gpu-admission"
+    )
+    mutating, _ = render_webhook_configurations(POLICY, endpoint)
+    assert mutating["webhooks"][0]["clientConfig"]["service"] == {
+        "name": "gpu-admission",
+        "namespace": "gpu-admission",
+        "path": "/mutate",
+        "port": 443,
+    }
+
+
+def test_only_opted_in_namespaces_and_never_the_control_plane_or_our_own(rendered: Any) -> None:
+    for configuration in rendered:
+        selector = configuration["webhooks"][0]["namespaceSelector"]["matchExpressions"]
+        assert selector == [
+            {"key": "gpu-admission.io/enabled", "operator": "In", "values": ["true"]},
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": ["kube-system", "kube-node-lease", "gpu-admission"],
+            },
+        ]
+
+
+def test_mutation_only_at_pod_create_and_reinvoked_if_needed(rendered: Any) -> None:
+    hook = rendered[0]["webhooks"][0]
+    assert [r["operations"] for r in hook["rules"]] == [["CREATE"]]
+    assert (hook["reinvocationPolicy"], hook["sideEffects"]) == ("IfNeeded", "None")
+    assert hook["admissionReviewVersions"] == ["v1"]
+
+
+def test_validation_covers_pod_create_and_ephemeral_containers(rendered: Any) -> None:
+    rules = rendered[1]["webhooks"][0]["rules"]
+    assert [(r["operations"], r["resources"]) for r in rules] == [
+        (["CREATE"], ["pods"]),
+        (["UPDATE"], ["pods/ephemeralcontainers"]),
+    ]
+
+
+def test_the_match_condition_names_what_the_policy_cares_about(rendered: Any) -> None:
+    expression = rendered[0]["webhooks"][0]["matchConditions"][0]["expression"]
+    for part in (
+        "'gpu-admission.io/workload'",
+        "startsWith('nvidia.com/')",
+        "tolerations",
+        "'NVIDIA_VISIBLE_DEVICES'",
+    ):
+        assert part in expression
+
+
+def test_failure_policy_is_explicit_and_timeout_small(rendered: Any) -> None:
+    for configuration in rendered:
+        hook = configuration["webhooks"][0]
+        assert (hook["failurePolicy"], hook["timeoutSeconds"]) == ("Fail", 3)
