@@ -165,10 +165,14 @@ def _expression(key: str, values: tuple[str, ...]) -> dict[str, Any]:
 
 
 def _canonical(expression: Mapping[str, Any]) -> tuple[Any, ...]:
+    """An expression compared regardless of the order of its values (of any type)."""
+    values = expression.get("values") or ()
+    if not isinstance(values, list | tuple):
+        values = (values,)
     return (
         expression.get("key"),
         expression.get("operator"),
-        tuple(sorted(expression.get("values") or ())),
+        tuple(sorted(repr(v) for v in values)),
     )
 
 

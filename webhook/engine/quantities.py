@@ -6,7 +6,7 @@ import re
 from decimal import Decimal, InvalidOperation
 
 _QUANTITY = re.compile(
-    r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
+    r"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?"
 )
 _SUFFIXES = {
     "n": Decimal("1e-9"),
@@ -29,20 +29,32 @@ _SUFFIXES = {
 _SMALL_INTEGERS = {str(n): Decimal(n) for n in range(0, 129)}
 
 
+# Kubernetes quantities are bounded (int64 with a scale); far beyond that a
+# value is a typo, and exact arithmetic on it would only waste time.
+_LARGEST_EXPONENT = 30
+
+
 def parse_quantity(raw: str | int | float) -> Decimal | None:
     """The value of a quantity, or None when it is not a quantity at all."""
+    value = _parse(raw)
+    if value is None or not value.is_finite() or abs(value.adjusted()) > _LARGEST_EXPONENT:
+        return None
+    return value
+
+
+def _parse(raw: str | int | float) -> Decimal | None:
     if isinstance(raw, str):
         known = _SMALL_INTEGERS.get(raw)
         if known is not None:
             return known
-        match = _QUANTITY.match(raw)
+        match = _QUANTITY.fullmatch(raw)
         if match is None:
             return None
         number, suffix = match.group(1), match.group(2) or ""
         try:
-            if suffix[:1] in ("e", "E"):
-                return Decimal(number + suffix)
-            return Decimal(number) * _SUFFIXES[suffix]
+            if suffix in _SUFFIXES:  # "1E" is exa; "1E3" is an exponent
+                return Decimal(number) * _SUFFIXES[suffix]
+            return Decimal(number + suffix)
         except InvalidOperation:
             return None
     if isinstance(raw, bool):

@@ -47,7 +47,10 @@ class Readiness:
         details = {}
         ready = True
         for name, check in self.checks.items():
-            ok, detail = check()
+            try:
+                ok, detail = check()
+            except Exception as error:  # a broken check means not ready, never a 500
+                ok, detail = False, f"check failed: {error!r}"
             ready = ready and ok
             details[name] = {"ok": ok, "detail": detail}
         return ready, details
@@ -96,11 +99,11 @@ def create_app(
 
     @app.post("/mutate")
     async def mutate(request: Request) -> Response:
-        return await review(request, Engine.mutate)
+        return await review(request, lambda engine, req: engine.mutate(req))
 
     @app.post("/validate")
     async def validate(request: Request) -> Response:
-        return await review(request, Engine.validate)
+        return await review(request, lambda engine, req: engine.validate(req))
 
     @app.get("/healthz")
     async def healthz() -> Response:
