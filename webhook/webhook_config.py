@@ -8,8 +8,8 @@ the tests prove:
   the service's own namespace are never in scope, so the webhooks cannot block
   the control plane nor their own restart;
 - matchConditions (CEL) send only pods the policy can have an opinion on: a
-  workload label, a `nvidia.com/` resource, tolerations, or the visible-devices
-  variable. Every other pod is admitted without calling us, even when we are down.
+  workload label, a `nvidia.com/` resource, a toleration that could match a GPU
+  pool's taint, or the visible-devices variable. Every other pod is admitted without calling us, even when we are down.
 """
 
 from __future__ import annotations
@@ -71,11 +71,19 @@ def gpu_relevance_condition(policy: Policy) -> str:
         f"c.env.exists(e, e.name == '{env}')))"
         for lst in container_lists
     )
+    # kube-apiserver's DefaultTolerationSeconds plugin gives every pod tolerations
+    # for not-ready/unreachable before webhooks run; only tolerations that could
+    # match a GPU pool's taint (or every taint) make a pod our business.
+    taint_keys = ", ".join(f"'{key}'" for key in dict.fromkeys(t.key for t in policy.gpu_taints))
+    toleration_check = (
+        "(has(object.spec.tolerations) && object.spec.tolerations.exists(t, "
+        f"!has(t.key) || t.key == '' || t.key in [{taint_keys}]))"
+    )
     return " || ".join(
         [
             f"(has(object.metadata.labels) && '{policy.workload_label}' in object.metadata.labels)",
             resource_checks,
-            "(has(object.spec.tolerations) && size(object.spec.tolerations) > 0)",
+            toleration_check,
             env_checks,
         ]
     )

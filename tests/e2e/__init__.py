@@ -1,0 +1,1 @@
+"""End-to-end tests on a real Kubernetes control plane built from Go modules."""

@@ -1,0 +1,211 @@
+"""Build the Kubernetes control-plane binaries the e2e tests run against.
+
+The versions are pinned by the wrapper Go module in ``tests/e2e/controlplane``;
+this script only turns it into binaries in a per-version cache directory, so a
+test run pays the (long) build once per machine. It deliberately imports
+nothing from the project so that it also runs as a plain script:
+
+    python -m tests.e2e.build_controlplane
+    python tests/e2e/build_controlplane.py
+"""
+
+from __future__ import annotations
+
+import datetime
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import NamedTuple
+
+MODULE_DIR = Path(__file__).resolve().parent / "controlplane"
+
+# How often a build that is still running says so: a cold kube-apiserver build
+# takes many minutes on two cores and silence looks like a hang.
+HEARTBEAT_SECONDS = 60.0
+
+
+class GoToolchainMissing(RuntimeError):
+    """No ``go`` command: the e2e tests cannot build their control plane."""
+
+
+class BuildFailed(RuntimeError):
+    """``go build`` failed for one of the binaries."""
+
+
+class Binary(NamedTuple):
+    name: str
+    package: str
+
+
+# etcd first: it is the quickest and proves the toolchain works before the
+# long Kubernetes builds start.
+BINARIES: tuple[Binary, ...] = (
+    Binary("etcd", "go.etcd.io/etcd/server/v3"),
+    Binary("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver"),
+    Binary("kube-controller-manager", "k8s.io/kubernetes/cmd/kube-controller-manager"),
+    Binary("kube-scheduler", "k8s.io/kubernetes/cmd/kube-scheduler"),
+    Binary("kubectl", "k8s.io/kubernetes/cmd/kubectl"),
+)
+
+
+def pinned_kubernetes_version(module_dir: Path = MODULE_DIR) -> str:
+    """The ``k8s.io/kubernetes`` version the wrapper go.mod requires, e.g. ``v1.36.3``."""
+    text = (module_dir / "go.mod").read_text()
+    match = re.search(r"^\s*k8s\.io/kubernetes\s+(v\d+\.\d+\.\d+)\b", text, re.MULTILINE)
+    if match is None:
+        raise BuildFailed(f"no k8s.io/kubernetes requirement in {module_dir / 'go.mod'}")
+    return match.group(1)
+
+
+def cache_root() -> Path:
+    override = os.environ.get("GPU_ADMISSION_CACHE")
+    if override:
+        return Path(override).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".cache"
+    return base / "gpu-admission"
+
+
+def bin_dir(version: str | None = None) -> Path:
+    """Where the binaries of one Kubernetes version live; the version is in the
+    path so that bumping go.mod never reuses binaries of the old release."""
+    return cache_root() / f"k8s-{version or pinned_kubernetes_version()}" / "bin"
+
+
+def version_ldflags(version: str, build_date: str) -> list[str]:
+    """``-X`` flags that stamp the release into the binaries.
+
+    Without them ``kubectl version`` and the apiserver's /version report
+    ``v0.0.0-master``; both the component-base and the client-go copies of the
+    version variables are read by different code paths.
+    """
+    major, minor = version.lstrip("v").split(".")[:2]
+    values = {
+        "gitVersion": version,
+        "gitMajor": major,
+        "gitMinor": minor,
+        "gitTreeState": "clean",
+        "buildDate": build_date,
+    }
+    return [
+        f"-X {package}.{key}={value}"
+        for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
+        for key, value in values.items()
+    ]
+
+
+def _go_command() -> str:
+    go = shutil.which("go")
+    if go is None:
+        raise GoToolchainMissing(
+            "the 'go' command is not on PATH; the e2e control plane is built from Go modules"
+        )
+    return go
+
+
+def _log(message: str) -> None:
+    print(f"[build_controlplane] {message}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    """Serialise concurrent builders (two test runs at once) so that the second
+    waits and then finds the binaries instead of building them again."""
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _build_one(go: str, binary: Binary, target: Path, ldflags: list[str]) -> None:
+    # Build to a temporary name in the same directory and rename: the rename
+    # is atomic, so an interrupted build never leaves a truncated binary that
+    # a later run would take for a finished one.
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    command = [
+        go,
+        "build",
+        "-trimpath",
+        "-ldflags=" + " ".join(["-s", "-w", *ldflags]),
+        "-o",
+        str(partial),
+        binary.package,
+    ]
+    env = {
+        **os.environ,
+        # Static binaries like upstream's release builds; no C toolchain needed.
+        "CGO_ENABLED": "0",
+        # Never download a different Go toolchain behind the caller's back:
+        # if go.mod ever needs a newer Go, fail with Go's own clear message.
+        "GOTOOLCHAIN": "local",
+    }
+    started = time.monotonic()
+    _log(f"building {binary.name} ({binary.package})")
+    process = subprocess.Popen(
+        command,
+        cwd=MODULE_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        while True:
+            try:
+                output, _ = process.communicate(timeout=HEARTBEAT_SECONDS)
+                break
+            except subprocess.TimeoutExpired:
+                _log(f"still building {binary.name} ({time.monotonic() - started:.0f}s)")
+    except BaseException:
+        process.kill()
+        process.wait()
+        partial.unlink(missing_ok=True)
+        raise
+    if process.returncode != 0:
+        partial.unlink(missing_ok=True)
+        raise BuildFailed(f"go build {binary.package} failed:\n{output}")
+    partial.replace(target)
+    _log(f"built {binary.name} in {time.monotonic() - started:.0f}s")
+
+
+def ensure_binaries() -> Path:
+    """Build whatever binary is missing and return the directory holding all of them."""
+    version = pinned_kubernetes_version()
+    directory = bin_dir(version)
+    if all((directory / b.name).is_file() for b in BINARIES):
+        return directory
+    go = _go_command()
+    directory.mkdir(parents=True, exist_ok=True)
+    build_date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    ldflags = version_ldflags(version, build_date)
+    started = time.monotonic()
+    with _exclusive(directory.parent / "build.lock"):
+        for binary in BINARIES:
+            target = directory / binary.name
+            if not target.is_file():
+                _build_one(go, binary, target, ldflags)
+    _log(f"control plane {version} ready in {directory} ({time.monotonic() - started:.0f}s)")
+    return directory
+
+
+def main() -> int:
+    try:
+        print(ensure_binaries())
+    except (GoToolchainMissing, BuildFailed) as error:
+        _log(str(error))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
