@@ -27,6 +27,9 @@ test: lint  ## the whole suite: lint, unit, HTTP, TLS and end-to-end tests
 unit: $(STAMP)
 	$(BIN)/pytest --ignore=tests/e2e
 
+demo: $(STAMP)  ## a local control plane with gpu-admission and the sample workloads, until Ctrl-C
+	$(BIN)/python -m tests.e2e.demo
+
 bench: $(STAMP)  ## engine throughput and latency (see BENCHMARKS.md)
 	$(BIN)/python -m benchmarks.engine
 
