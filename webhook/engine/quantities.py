@@ -51,6 +51,8 @@ def _parse(raw: str | int | float) -> Decimal | None:
         if match is None:
             return None
         number, suffix = match.group(1), match.group(2) or ""
+        if len(number) > _LARGEST_EXPONENT:
+            return None  # before any arithmetic: a million digits would overflow Decimal
         try:
             if suffix in _SUFFIXES:  # "1E" is exa; "1E3" is an exponent
                 return Decimal(number) * _SUFFIXES[suffix]

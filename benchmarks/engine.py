@@ -1,0 +1,518 @@
+"""Engine throughput and latency on one core: `python -m benchmarks.engine`.
+
+One review is what kube-apiserver asks of gpu-admission for one pod: `mutate`
+on the pod as created, then `validate` on the pod with the patch applied. Both
+calls are timed together with `time.perf_counter_ns`; the patched pod and the
+AdmissionRequest objects are prepared beforehand (kube-apiserver applies the
+patch, the HTTP edge builds the request). The pod kinds are interleaved.
+
+Baselines measured in the same run: the orjson decode + encode of the two
+AdmissionReview bodies of one review, and a no-op review (mutate + validate of
+a ConfigMap, which the engine passes untouched). Then the full FastAPI app
+in-process through httpx.ASGITransport (includes the httpx client; `--no-http`
+skips it). `--profile` prints the cProfile hotspots of the engine loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import cProfile
+import gc
+import math
+import os
+import platform
+import pstats
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import jsonpatch
+import orjson
+
+from webhook.engine import AdmissionRequest, Decision, Engine
+from webhook.policy.load import load_default_policy
+
+TARGET_REVIEWS_PER_SECOND = 20_000
+TARGET_P99_US = 200.0
+
+WORKLOAD = "gpu-admission.io/workload"
+GPU_MODEL = "gpu-admission.io/gpu-model"
+JOB_NAME = "batch.kubernetes.io/job-name"
+
+Pod = dict[str, Any]
+
+
+# ------------------------------------------------------------------ the pods
+
+
+def _container(name: str, image: str, resources: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A container as kube-apiserver sends it to webhooks: with its defaulted fields."""
+    return {
+        "name": name,
+        "image": image,
+        "resources": resources or {},
+        "volumeMounts": [
+            {
+                "name": "kube-api-access-x2x7q",
+                "readOnly": True,
+                "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+            }
+        ],
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "File",
+        "imagePullPolicy": "IfNotPresent",
+        "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True},
+    }
+
+
+def _pod(name: str, labels: dict[str, str], spec: dict[str, Any]) -> Pod:
+    return {
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "metadata": {
+            "name": name,
+            "namespace": "ml",
+            "uid": "6b0a1d2e-9d57-4c4f-9a8e-2f6c1f0b7a11",
+            "creationTimestamp": None,
+            "labels": labels,
+            "annotations": {"kubectl.kubernetes.io/default-container": "app"},
+            "managedFields": [
+                {
+                    "manager": "kubectl-create",
+                    "operation": "Update",
+                    "apiVersion": "v1",
+                    "time": "2025-01-01T00:00:00Z",
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:metadata": {"f:labels": {}}, "f:spec": {"f:containers": {}}},
+                }
+            ],
+        },
+        "spec": {
+            "volumes": [
+                {
+                    "name": "kube-api-access-x2x7q",
+                    "projected": {
+                        "sources": [
+                            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}
+                        ],
+                        "defaultMode": 420,
+                    },
+                }
+            ],
+            "restartPolicy": "Always",
+            "terminationGracePeriodSeconds": 30,
+            "dnsPolicy": "ClusterFirst",
+            "serviceAccountName": "default",
+            "serviceAccount": "default",
+            "securityContext": {},
+            "schedulerName": "default-scheduler",
+            "enableServiceLinks": True,
+            "preemptionPolicy": "PreemptLowerPriority",
+            **spec,
+        },
+        "status": {},
+    }
+
+
+def inference_pod() -> Pod:
+    """Only the class label and a GPU limit: mutation does the rest."""
+    gpu = {"limits": {"nvidia.com/gpu": "1"}}
+    return _pod(
+        "llm-server-7d9f",
+        {WORKLOAD: "inference", "app": "llm-server"},
+        {"containers": [_container("app", "registry.example/llm-server:2.1", gpu)]},
+    )
+
+
+def training_pod() -> Pod:
+    """A pod of a Job: 8 GPUs, a log-shipping sidecar, job labels for co-location."""
+    gpus = {
+        "limits": {"nvidia.com/gpu": "8", "memory": "512Gi"},
+        "requests": {"nvidia.com/gpu": "8", "cpu": "64", "memory": "512Gi"},
+    }
+    sidecar = _container(
+        "log-shipper", "registry.example/fluent-bit:3.0", {"requests": {"cpu": "100m"}}
+    )
+    sidecar["restartPolicy"] = "Always"
+    trainer = _container("trainer", "registry.example/trainer:5.4", gpus)
+    trainer["env"] = [{"name": "NCCL_DEBUG", "value": "WARN"}, {"name": "WORLD_SIZE", "value": "4"}]
+    return _pod(
+        "llama-ft-0-x8k2p",
+        {
+            WORKLOAD: "training",
+            JOB_NAME: "llama-ft",
+            "batch.kubernetes.io/controller-uid": "0f3e",
+            "job-name": "llama-ft",
+        },
+        {"initContainers": [sidecar], "containers": [trainer]},
+    )
+
+
+def mig_pod() -> Pod:
+    """An inference pod on one MIG slice of a labelled model."""
+    mig = {"limits": {"nvidia.com/mig-1g.5gb": "1"}}
+    return _pod(
+        "embedder-5c6b",
+        {WORKLOAD: "inference", GPU_MODEL: "A100", "app": "embedder"},
+        {"containers": [_container("app", "registry.example/embedder:1.0", mig)]},
+    )
+
+
+def denied_pod() -> Pod:
+    """An inference pod pinned to the training pool and choosing GPUs by hand."""
+    app = _container("app", "registry.example/llm-server:2.1", {"limits": {"nvidia.com/gpu": "2"}})
+    app["env"] = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+    return _pod(
+        "rogue-4f2a",
+        {WORKLOAD: "inference"},
+        {"nodeSelector": {"gpu-pool": "training"}, "containers": [app]},
+    )
+
+
+def cpu_pod() -> Pod:
+    """No labels, no GPU: passes mutation untouched, validation checks it stays off GPUs."""
+    pod = _pod("nginx-6f4c", {}, {"containers": [_container("nginx", "nginx:1.27")]})
+    del pod["metadata"]["labels"]
+    return pod
+
+
+def already_mutated_pod(engine: Engine) -> Pod:
+    """The training pod after mutation (reinvocation): mutation yields an empty patch."""
+    pod = training_pod()
+    return _apply(pod, engine.mutate(_request(pod)))
+
+
+def _request(obj: Any, kind: str = "Pod", resource: str = "pods") -> AdmissionRequest:
+    return AdmissionRequest(
+        uid="705ab4f5-6393-11e8-b7cc-42010a800002",
+        operation="CREATE",
+        group="",
+        version="v1",
+        kind=kind,
+        resource=resource,
+        subresource="",
+        namespace="ml",
+        name=obj.get("metadata", {}).get("name", "") if isinstance(obj, dict) else "",
+        object=obj,
+    )
+
+
+def _apply(pod: Pod, decision: Decision) -> Pod:
+    patched: Pod = jsonpatch.apply_patch(pod, list(decision.patch))
+    return patched
+
+
+def _review_body(request: AdmissionRequest) -> bytes:
+    """The AdmissionReview v1 body kube-apiserver posts for this request."""
+    return orjson.dumps(
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": request.uid,
+                "kind": {"group": request.group, "version": request.version, "kind": request.kind},
+                "resource": {
+                    "group": request.group,
+                    "version": request.version,
+                    "resource": request.resource,
+                },
+                "requestKind": {
+                    "group": request.group,
+                    "version": request.version,
+                    "kind": request.kind,
+                },
+                "requestResource": {
+                    "group": request.group,
+                    "version": request.version,
+                    "resource": request.resource,
+                },
+                "name": request.name,
+                "namespace": request.namespace,
+                "operation": request.operation,
+                "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters"]},
+                "object": request.object,
+                "oldObject": None,
+                "dryRun": False,
+                "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
+            },
+        }
+    )
+
+
+@dataclass(frozen=True)
+class Case:
+    """One pod kind: the two requests of its review and the two bodies kube-apiserver sends."""
+
+    name: str
+    mutate: AdmissionRequest
+    validate: AdmissionRequest
+    mutate_body: bytes
+    validate_body: bytes
+    expect_allowed: bool
+    expect_patch: bool
+
+
+def cases(engine: Engine) -> list[Case]:
+    pods = {
+        "inference (label + GPU limit)": (inference_pod(), True, True),
+        "training job (8 GPUs + sidecar)": (training_pod(), True, True),
+        "MIG inference": (mig_pod(), True, True),
+        "denied": (denied_pod(), False, True),
+        "CPU pod, no labels": (cpu_pod(), True, False),
+        "already mutated": (already_mutated_pod(engine), True, False),
+    }
+    result = []
+    for name, (pod, allowed, patched) in pods.items():
+        mutate = _request(pod)
+        validate = _request(_apply(copy.deepcopy(pod), engine.mutate(mutate)))
+        result.append(
+            Case(
+                name,
+                mutate,
+                validate,
+                _review_body(mutate),
+                _review_body(validate),
+                allowed,
+                patched,
+            )
+        )
+    return result
+
+
+def check(engine: Engine, case: Case) -> None:
+    """The benchmark measures what it says: each pod gets the decision its kind implies."""
+    mutation = engine.mutate(case.mutate)
+    validation = engine.validate(case.validate)
+    assert mutation.allowed, (case.name, mutation.message)
+    assert bool(mutation.patch) == case.expect_patch, (case.name, mutation.patch)
+    assert validation.allowed == case.expect_allowed, (case.name, validation.message)
+    assert engine.mutate(case.validate).patch == (), (case.name, "mutation is not idempotent")
+
+
+# ------------------------------------------------------------------ measuring
+
+
+def measure_engine(engine: Engine, all_cases: list[Case], rounds: int) -> dict[str, list[int]]:
+    """Per case, the nanoseconds of each review (mutate + validate), cases interleaved."""
+    samples: dict[str, list[int]] = {c.name: [] for c in all_cases}
+    mutate, validate, clock = engine.mutate, engine.validate, time.perf_counter_ns
+    plan = [(samples[c.name].append, c.mutate, c.validate) for c in all_cases]
+    for _ in range(rounds):
+        for record, first, second in plan:
+            start = clock()
+            mutate(first)
+            validate(second)
+            record(clock() - start)
+    return samples
+
+
+def measure_orjson(all_cases: list[Case], rounds: int) -> list[int]:
+    """Decode and re-encode the two AdmissionReview bodies of one review."""
+    samples: list[int] = []
+    loads, dumps, clock = orjson.loads, orjson.dumps, time.perf_counter_ns
+    bodies = [(c.mutate_body, c.validate_body) for c in all_cases]
+    for _ in range(rounds):
+        for first, second in bodies:
+            start = clock()
+            dumps(loads(first))
+            dumps(loads(second))
+            samples.append(clock() - start)
+    return samples
+
+
+def measure_noop(engine: Engine, rounds: int) -> list[int]:
+    """mutate + validate of a request that is not a pod: the engine's call overhead."""
+    request = _request({"metadata": {"name": "cm"}, "data": {}}, "ConfigMap", "configmaps")
+    samples: list[int] = []
+    mutate, validate, clock = engine.mutate, engine.validate, time.perf_counter_ns
+    for _ in range(rounds):
+        start = clock()
+        mutate(request)
+        validate(request)
+        samples.append(clock() - start)
+    return samples
+
+
+def measure_http(engine: Engine, all_cases: list[Case], rounds: int) -> list[int]:
+    """POST /mutate then POST /validate through the FastAPI app, in-process."""
+    import httpx
+
+    from webhook.http.app import create_app
+
+    app = create_app(lambda: engine)
+    headers = {"content-type": "application/json"}
+
+    async def run() -> list[int]:
+        samples: list[int] = []
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+            for index in range(rounds + rounds // 10):
+                for case in all_cases:
+                    start = time.perf_counter_ns()
+                    first = await client.post("/mutate", content=case.mutate_body, headers=headers)
+                    second = await client.post(
+                        "/validate", content=case.validate_body, headers=headers
+                    )
+                    elapsed = time.perf_counter_ns() - start
+                    assert first.status_code == 200 and second.status_code == 200
+                    if index >= rounds // 10:  # the first tenth warms up
+                        samples.append(elapsed)
+        return samples
+
+    return asyncio.run(run())
+
+
+def percentile(sorted_samples: list[int], fraction: float) -> float:
+    """Nearest-rank percentile, in microseconds."""
+    rank = max(1, math.ceil(fraction * len(sorted_samples)))
+    return sorted_samples[rank - 1] / 1000
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    count: int
+    per_second: float
+    p50: float
+    p99: float
+    p999: float
+    mean: float
+
+    @classmethod
+    def of(cls, name: str, samples: list[int], wall_ns: int | None = None) -> Row:
+        ordered = sorted(samples)
+        total = wall_ns if wall_ns is not None else sum(ordered)
+        return cls(
+            name=name,
+            count=len(ordered),
+            per_second=len(ordered) / (total / 1e9),
+            p50=percentile(ordered, 0.50),
+            p99=percentile(ordered, 0.99),
+            p999=percentile(ordered, 0.999),
+            mean=sum(ordered) / len(ordered) / 1000,
+        )
+
+
+def table(rows: Iterable[Row]) -> str:
+    header = ("", "reviews", "reviews/s", "p50 µs", "p99 µs", "p99.9 µs", "mean µs")
+    lines = [
+        (
+            r.name,
+            f"{r.count:,}",
+            f"{r.per_second:,.0f}",
+            f"{r.p50:.1f}",
+            f"{r.p99:.1f}",
+            f"{r.p999:.1f}",
+            f"{r.mean:.1f}",
+        )
+        for r in rows
+    ]
+    widths = [max(len(str(line[i])) for line in [header, *lines]) for i in range(len(header))]
+    out = []
+    for index, line in enumerate([header, *lines]):
+        cells = [line[0].ljust(widths[0])] + [
+            c.rjust(w) for c, w in zip(line[1:], widths[1:], strict=True)
+        ]
+        out.append("| " + " | ".join(cells) + " |")
+        if index == 0:
+            out.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(out)
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def pin_to_one_core(core: int | None) -> str:
+    if not hasattr(os, "sched_setaffinity"):
+        return "not pinned (no sched_setaffinity)"
+    chosen = core if core is not None else max(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {chosen})
+    return f"pinned to CPU {chosen} of {os.cpu_count()}"
+
+
+def profile(engine: Engine, all_cases: list[Case], rounds: int, top: int) -> None:
+    profiler = cProfile.Profile()
+    profiler.enable()
+    measure_engine(engine, all_cases, rounds)
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    for key in ("tottime", "cumulative"):
+        print(f"\ncProfile of {rounds:,} rounds, top {top} by {key}:")
+        stats.sort_stats(key).print_stats(top)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.engine", description=__doc__)
+    parser.add_argument("--rounds", type=int, default=10_000, help="rounds over all pod kinds")
+    parser.add_argument("--warmup", type=int, default=2_000, help="rounds before measuring")
+    parser.add_argument("--no-http", action="store_true", help="skip the HTTP app (in-process)")
+    parser.add_argument("--http-rounds", type=int, default=300)
+    parser.add_argument("--profile", action="store_true", help="print cProfile hotspots")
+    parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--cpu", type=int, default=None, help="CPU to pin to (default: last)")
+    args = parser.parse_args(argv)
+
+    pinned = pin_to_one_core(args.cpu)
+    engine = Engine(load_default_policy())
+    all_cases = cases(engine)
+    for case in all_cases:
+        check(engine, case)
+
+    measure_engine(engine, all_cases, args.warmup)
+    measure_orjson(all_cases, args.warmup)
+    measure_noop(engine, args.warmup)
+    gc.collect()
+
+    start = time.perf_counter_ns()
+    samples = measure_engine(engine, all_cases, args.rounds)
+    wall = time.perf_counter_ns() - start
+    baseline_json = measure_orjson(all_cases, args.rounds)
+    baseline_noop = measure_noop(engine, args.rounds * len(all_cases))
+
+    every = [s for per_case in samples.values() for s in per_case]
+    overall = Row.of("all kinds (wall clock)", every, wall)
+    json_row = Row.of("baseline: orjson loads+dumps of both bodies", baseline_json)
+    noop_row = Row.of("baseline: no-op review (ConfigMap)", baseline_noop)
+    rows = [Row.of(name, s) for name, s in samples.items()] + [overall, json_row, noop_row]
+    if not args.no_http:
+        rows.append(
+            Row.of("HTTP app in-process (httpx)", measure_http(engine, all_cases, args.http_rounds))
+        )
+
+    sizes = [len(b) for c in all_cases for b in (c.mutate_body, c.validate_body)]
+    load = ", ".join(f"{n:.2f}" for n in os.getloadavg())
+    print(f"gpu-admission engine benchmark: {cpu_model()}, {pinned}, load average {load}")
+    print(
+        f"Python {platform.python_version()} ({platform.python_implementation()}), "
+        f"{args.rounds:,} rounds x {len(all_cases)} pod kinds, {args.warmup:,} warm-up rounds, "
+        f"AdmissionReview bodies of {min(sizes):,}-{max(sizes):,} bytes"
+    )
+    print("one review = engine.mutate(pod) + engine.validate(mutated pod)\n")
+    print(table(rows))
+    print(
+        f"\nengine / orjson baseline: {overall.mean / json_row.mean:.1f}x the mean time "
+        f"({overall.mean:.1f} µs vs {json_row.mean:.1f} µs per review)"
+    )
+    met = overall.per_second >= TARGET_REVIEWS_PER_SECOND and overall.p99 < TARGET_P99_US
+    print(
+        f"target >= {TARGET_REVIEWS_PER_SECOND:,} reviews/s and p99 < {TARGET_P99_US:.0f} µs: "
+        f"{'met' if met else 'MISSED'} ({overall.per_second:,.0f} reviews/s, "
+        f"p99 {overall.p99:.1f} µs)"
+    )
+    if args.profile:
+        profile(engine, all_cases, max(1, args.rounds // 10), args.top)
+
+
+if __name__ == "__main__":
+    main()
