@@ -9,7 +9,8 @@ the tests prove:
   the control plane nor their own restart;
 - matchConditions (CEL) send only pods the policy can have an opinion on: a
   workload label, a `nvidia.com/` resource, a toleration that could match a GPU
-  pool's taint, or the visible-devices variable. Every other pod is admitted without calling us, even when we are down.
+  pool's taint, or the visible-devices variable. Every other pod is admitted
+  without calling us, even when we are down.
 """
 
 from __future__ import annotations
@@ -60,10 +61,11 @@ def gpu_relevance_condition(policy: Policy) -> str:
     prefix = policy.gpu_resource.split("/")[0] + "/"
     env = policy.visible_devices_env
     container_lists = ("containers", "initContainers", "ephemeralContainers")
+    named_ours = f"exists(r, r.startsWith('{prefix}'))"
     resource_checks = " || ".join(
         f"(has(object.spec.{lst}) && object.spec.{lst}.exists(c, has(c.resources) && "
-        f"((has(c.resources.limits) && c.resources.limits.exists(r, r.startsWith('{prefix}'))) || "
-        f"(has(c.resources.requests) && c.resources.requests.exists(r, r.startsWith('{prefix}'))))))"
+        f"((has(c.resources.limits) && c.resources.limits.{named_ours}) || "
+        f"(has(c.resources.requests) && c.resources.requests.{named_ours}))))"
         for lst in container_lists[:2]
     )
     env_checks = " || ".join(

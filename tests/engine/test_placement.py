@@ -12,6 +12,7 @@ from webhook.engine.pod import read_pod
 from webhook.policy import load_default_policy
 from webhook.policy.compiled import Taint
 
+POLICY = load_default_policy()
 KNOWN = frozenset({"gpu-pool", "nvidia-gpu-model"})
 TRAINING_V100 = {"gpu-pool": "training", "nvidia-gpu-model": "V100"}
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -23,7 +24,7 @@ def with_terms(*terms: dict[str, Any], node_selector: dict[str, str] | None = No
     }
     if node_selector:
         spec["nodeSelector"] = node_selector
-    return read_pod(pod(**spec))
+    return read_pod(pod(**spec), POLICY)
 
 
 def expr(key: str, operator: str, *values: str) -> dict[str, Any]:
@@ -115,7 +116,9 @@ def test_tolerations_follow_kubernetes(toleration: dict[str, str], expected: boo
 
 def test_reach_lists_every_pool_and_model_with_why_it_is_unreachable() -> None:
     policy = load_default_policy()
-    reach = reach_of(policy, read_pod(pod(tolerations=[{"key": "gpu-pool", "value": "training"}])))
+    reach = reach_of(
+        policy, read_pod(pod(tolerations=[{"key": "gpu-pool", "value": "training"}]), policy)
+    )
     summary = {(r.kind.pool, r.kind.model): r.reachable for r in reach}
     assert summary == {
         ("inference", "A100"): False,

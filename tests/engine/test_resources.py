@@ -13,7 +13,7 @@ POLICY = load_default_policy()
 
 
 def effective(**spec: object) -> dict[str, Decimal]:
-    return effective_gpu_request(POLICY, read_pod(pod(**spec)))
+    return effective_gpu_request(POLICY, read_pod(pod(**spec), POLICY))
 
 
 def test_app_containers_add_up_per_resource() -> None:
@@ -53,6 +53,6 @@ def test_other_resources_do_not_count() -> None:
 
 
 def test_a_zero_gpu_limit_is_no_gpu_but_an_unreadable_one_is() -> None:
-    zero = read_pod(pod(containers=[container(limits={"nvidia.com/gpu": "0"})]))
-    odd = read_pod(pod(containers=[container(limits={"nvidia.com/gpu": "lots"})]))
+    zero = read_pod(pod(containers=[container(limits={"nvidia.com/gpu": "0"})]), POLICY)
+    odd = read_pod(pod(containers=[container(limits={"nvidia.com/gpu": "lots"})]), POLICY)
     assert (pod_requests_gpu(POLICY, zero), pod_requests_gpu(POLICY, odd)) == (False, True)

@@ -13,7 +13,6 @@ from typing import Any
 from webhook.engine.patch import PatchBuilder
 from webhook.engine.placement import tolerated
 from webhook.engine.pod import Container, PodView
-from webhook.engine.resources import gpu_quantities, requests_gpu
 from webhook.errors import MalformedObject
 from webhook.policy.compiled import Policy, WorkloadClass
 
@@ -37,7 +36,7 @@ def _gpu_counts(
 ) -> Container | None:
     """Default the GPU count, and make requests equal limits where only one is set."""
     containers = pod.runnable_containers()
-    if not any(gpu_quantities(policy, c) for c in containers):
+    if not any(c.gpu for c in containers):
         if workload.default_gpus == 0 or not pod.containers:
             return None
         first = pod.containers[0]
@@ -48,7 +47,7 @@ def _gpu_counts(
             patch.set(quantities, kind_path, policy.gpu_resource, count)
         return first
     for container in containers:
-        for quantity in gpu_quantities(policy, container):
+        for quantity in container.gpu:
             if quantity.request is None or quantity.limit is None:
                 missing = "requests" if quantity.request is None else "limits"
                 value = quantity.limit if quantity.request is None else quantity.request
@@ -152,7 +151,7 @@ def _isolation(
 ) -> None:
     """Containers without GPUs must not see the node's GPUs through the image's own env."""
     for container in pod.runnable_containers():
-        if container is defaulted or requests_gpu(policy, container):
+        if container is defaulted or container.requests_gpu():
             continue
         if any(e.get("name") == policy.visible_devices_env for e in container.env):
             continue
@@ -177,15 +176,15 @@ def _canonical(expression: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def _canonical_preference(term: Any) -> tuple[Any, ...]:
-    if not isinstance(term, Mapping):
+    if not isinstance(term, dict):
         return ()
     preference = term.get("preference")
-    expressions = preference.get("matchExpressions") if isinstance(preference, Mapping) else None
+    expressions = preference.get("matchExpressions") if isinstance(preference, dict) else None
     if not isinstance(expressions, list):
         return (term.get("weight"),)
     return (
         term.get("weight"),
-        tuple(_canonical(e) for e in expressions if isinstance(e, Mapping)),
+        tuple(_canonical(e) for e in expressions if isinstance(e, dict)),
     )
 
 
@@ -193,7 +192,7 @@ def _mapping_at(parent: Mapping[str, Any], key: str, path: str) -> Mapping[str, 
     value = parent.get(key)
     if value is None:
         return {}
-    if not isinstance(value, Mapping):
+    if not isinstance(value, dict):
         raise MalformedObject(path.lstrip("/").replace("/", "."), "must be a mapping")
     return value
 

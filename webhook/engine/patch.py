@@ -30,7 +30,7 @@ class PatchBuilder:
     def mapping(self, parent: Mapping[str, Any], parent_path: str, key: str) -> tuple[Any, str]:
         """The mapping at parent[key] and its path, added when missing or null."""
         value = self._added.get((id(parent), key), parent.get(key))
-        if isinstance(value, Mapping):
+        if isinstance(value, dict):
             return value, f"{parent_path}/{escape(key)}"
         return self._put(parent, parent_path, key, {}), f"{parent_path}/{escape(key)}"
 

@@ -9,57 +9,18 @@ sidecars started before it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
 
 from webhook.engine.pod import Container, PodView
-from webhook.engine.quantities import parse_quantity
 from webhook.policy.compiled import Policy
-
-
-@dataclass(frozen=True, slots=True)
-class GpuQuantity:
-    """One GPU resource of one container, as written."""
-
-    container: Container
-    resource: str
-    request: Any
-    limit: Any
-
-    @property
-    def value(self) -> Decimal | None:
-        """What the scheduler counts: the request, defaulted from the limit."""
-        raw = self.request if self.request is not None else self.limit
-        return parse_quantity(raw) if raw is not None else None
 
 
 def is_gpu_resource(policy: Policy, resource: str) -> bool:
     return resource == policy.gpu_resource or resource.startswith(policy.mig_prefix)
 
 
-def gpu_quantities(policy: Policy, container: Container) -> list[GpuQuantity]:
-    names = [r for r in container.limits if is_gpu_resource(policy, r)]
-    names += [
-        r for r in container.requests if r not in container.limits and is_gpu_resource(policy, r)
-    ]
-    return [
-        GpuQuantity(container, name, container.requests.get(name), container.limits.get(name))
-        for name in names
-    ]
-
-
-def requests_gpu(policy: Policy, container: Container) -> bool:
-    """Whether a container asks for any GPU resource (a positive or unreadable amount)."""
-    for quantity in gpu_quantities(policy, container):
-        value = quantity.value
-        if value is None or value != 0:
-            return True
-    return False
-
-
 def pod_requests_gpu(policy: Policy, pod: PodView) -> bool:
-    return any(requests_gpu(policy, c) for c in pod.runnable_containers())
+    return any(c.requests_gpu() for c in pod.runnable_containers())
 
 
 def effective_gpu_request(policy: Policy, pod: PodView) -> dict[str, Decimal]:
@@ -85,7 +46,7 @@ def effective_gpu_request(policy: Policy, pod: PodView) -> dict[str, Decimal]:
 
 def _readable_amounts(policy: Policy, container: Container) -> dict[str, Decimal]:
     amounts = {}
-    for quantity in gpu_quantities(policy, container):
+    for quantity in container.gpu:
         value = quantity.value
         if value is not None and value > 0:
             amounts[quantity.resource] = value

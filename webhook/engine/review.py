@@ -11,7 +11,7 @@ from webhook.engine.mutate import mutate_pod
 from webhook.engine.placement import reach_of
 from webhook.engine.pod import PodView, read_pod
 from webhook.engine.request import AdmissionRequest
-from webhook.engine.resources import effective_gpu_request, gpu_quantities, pod_requests_gpu
+from webhook.engine.resources import effective_gpu_request, pod_requests_gpu
 from webhook.engine.rules.capacity import check_capacity
 from webhook.engine.rules.placement import (
     check_class_placement,
@@ -35,7 +35,7 @@ class Engine:
         if not request.is_pod_create:
             return allow()
         try:
-            pod = read_pod(request.object)
+            pod = read_pod(request.object, self.policy)
             workload = self.policy.classes.get(pod.labels.get(self.policy.workload_label, ""))
             if workload is None:
                 return allow()
@@ -52,7 +52,7 @@ class Engine:
         else:
             return allow()
         try:
-            pod = read_pod(request.object)
+            pod = read_pod(request.object, self.policy)
             violations = check(pod)
         except MalformedObject as error:
             return malformed(str(error))
@@ -90,11 +90,7 @@ def _requested_resources(policy: Policy, pod: PodView) -> list[str]:
     names = list(effective_gpu_request(policy, pod))
     if names:
         return names
-    return list(
-        dict.fromkeys(
-            q.resource for c in pod.runnable_containers() for q in gpu_quantities(policy, c)
-        )
-    )
+    return list(dict.fromkeys(q.resource for c in pod.runnable_containers() for q in c.gpu))
 
 
 def _name(request: AdmissionRequest, pod: PodView) -> str:

@@ -12,7 +12,6 @@ from typing import Any
 from webhook.engine.decision import Violation
 from webhook.engine.pod import PodView
 from webhook.engine.quantities import format_count, parse_quantity
-from webhook.engine.resources import gpu_quantities
 from webhook.policy.compiled import Policy
 
 RULE = "gpu-quantity"
@@ -21,7 +20,7 @@ RULE = "gpu-quantity"
 def check_quantities(policy: Policy, pod: PodView) -> list[Violation]:
     violations = []
     for container in pod.runnable_containers():
-        for quantity in gpu_quantities(policy, container):
+        for quantity in container.gpu:
             where = f"{container.describe} {quantity.resource}"
             problems = [
                 problem
