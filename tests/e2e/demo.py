@@ -55,7 +55,9 @@ def _apply_workloads(plane: ControlPlane) -> None:
     print(f"== workloads applied to namespace {NAMESPACE} (opted in)")
     for path in sorted(EXAMPLES.glob("*.yaml")):
         result = plane.apply(path.read_text("utf-8"), namespace=NAMESPACE, check=False)
-        print(f"$ kubectl apply -f examples/{path.name}\n{(result.stdout or result.stderr).strip()}")
+        print(
+            f"$ kubectl apply -f examples/{path.name}\n{(result.stdout or result.stderr).strip()}"
+        )
     deadline = time.monotonic() + SETTLE_SECONDS
     while time.monotonic() < deadline and _unbound(plane):
         time.sleep(1)
