@@ -26,7 +26,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.engine import AdmissionRequest, Decision, Engine
+from tests.builders import pod_create
+from webhook.engine import Decision, Engine
 from webhook.engine.quantities import parse_quantity
 from webhook.policy.load import load_default_policy, load_policy_text
 
@@ -76,21 +77,7 @@ FAST = budget(70)
 KNOWN_BUG_QUANTITIES = {"a million digits Ki": "9" * 1_000_000 + "Ki"}
 
 
-def review(obj: Any, **overrides: Any) -> AdmissionRequest:
-    fields: dict[str, Any] = {
-        "uid": "u",
-        "operation": "CREATE",
-        "group": "",
-        "version": "v1",
-        "kind": "Pod",
-        "resource": "pods",
-        "subresource": "",
-        "namespace": "ns",
-        "name": "p",
-        "object": obj,
-    }
-    fields.update(overrides)
-    return AdmissionRequest(**fields)
+review = pod_create
 
 
 # ---------------------------------------------------------------- strategies
