@@ -229,10 +229,31 @@ class Cluster:
             if pod["metadata"].get("deletionTimestamp"):
                 self.finish_pod_deletion(namespace, pod["metadata"]["name"], timeout)
 
-    def delete_namespace(self, name: str, timeout: float = 60.0) -> None:
-        """Delete a namespace and wait until it is gone, finishing pod deletions
-        on the way (the namespace controller waits for them like for a kubelet)."""
+    def delete_namespace(self, name: str, timeout: float = 60.0, wait: bool = True) -> None:
+        """Delete a namespace, finishing pod deletions on the way (the namespace
+        controller waits for them as it would for a kubelet).
+
+        Its pods, and so the node resources they held, are gone when this
+        returns. With ``wait`` it also waits (about 5 s) until the namespace
+        itself is gone, which matters only to reuse the name.
+        """
         self.kubectl("delete", "namespace", name, "--ignore-not-found", "--wait=false")
+        # The namespace controller acts 5 s after the deletion. Pods still there
+        # then make it wait half their grace period (16 s by default) before it
+        # looks again, so remove them all now; a Terminating namespace admits
+        # no new pods, so controllers cannot bring them back.
+        self.kubectl(
+            "delete",
+            "pods",
+            "--all",
+            "--namespace",
+            name,
+            "--grace-period=0",
+            "--force",
+            "--wait=false",
+        )
+        if not wait:
+            return
 
         def gone() -> bool:
             if not self.exists("namespace", name):
@@ -240,7 +261,7 @@ class Cluster:
             self.finish_terminating_pods(name)
             return False
 
-        wait_for(gone, timeout, f"namespace {name} to be deleted", interval=1.0)
+        wait_for(gone, timeout, f"namespace {name} to be deleted", interval=0.5)
 
     def delete(self, kind: str, names: Sequence[str], namespace: str | None = None) -> None:
         args = ["delete", kind, *names, "--ignore-not-found", "--wait=false"]

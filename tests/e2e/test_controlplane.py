@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from .build_controlplane import pinned_kubernetes_version
 from .controlplane import ControlPlane
 from .nodes import NodeSpec, nodes_in_pool
 
@@ -53,8 +54,8 @@ def training_pod(name: str, gpus: int) -> str:
 def test_the_apiserver_and_kubectl_are_the_pinned_release(controlplane: ControlPlane) -> None:
     versions = json.loads(controlplane.kubectl("version", "--output=json").stdout)
 
-    assert versions["clientVersion"]["gitVersion"] == "v1.36.3"
-    assert versions["serverVersion"]["gitVersion"] == "v1.36.3"
+    assert versions["clientVersion"]["gitVersion"] == pinned_kubernetes_version()
+    assert versions["serverVersion"]["gitVersion"] == pinned_kubernetes_version()
 
 
 def test_a_deployment_gets_its_pods_from_the_controller_manager(
