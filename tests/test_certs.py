@@ -632,3 +632,161 @@ def load_ec_key(path: Path) -> ec.EllipticCurvePrivateKey:
     key = serialization.load_pem_private_key(path.read_bytes(), password=None)
     assert isinstance(key, ec.EllipticCurvePrivateKey)
     return key
+
+
+# --- reading pairs back from PEM (Secrets) --------------------------------------------------
+
+
+def test_certificates_from_pem_returns_every_certificate_in_order(
+    ca: CertificateAuthority, serving: IssuedCertificate
+) -> None:
+    chain = certs.certificates_from_pem(serving.cert_pem() + ca.cert_pem())
+    assert chain == [serving.certificate, ca.certificate]
+
+
+def test_certificates_from_pem_rejects_a_blob_without_a_certificate(
+    serving: IssuedCertificate,
+) -> None:
+    with pytest.raises(ValueError):
+        certs.certificates_from_pem(serving.key_pem())
+
+
+def test_ca_from_pem_reads_back_a_ca_kept_in_a_secret(ca: CertificateAuthority) -> None:
+    again = certs.ca_from_pem(ca.cert_pem(), ca.key_pem())
+    assert again.certificate == ca.certificate
+    assert again.key_pem() == ca.key_pem()
+
+
+def test_ca_from_pem_rejects_the_key_of_another_ca(
+    ca: CertificateAuthority, other_ca: CertificateAuthority
+) -> None:
+    with pytest.raises(ValueError, match="does not match"):
+        certs.ca_from_pem(ca.cert_pem(), other_ca.key_pem())
+
+
+def test_issued_from_pem_reads_back_a_serving_pair(serving: IssuedCertificate) -> None:
+    again = certs.issued_from_pem(serving.cert_pem(), serving.key_pem())
+    assert again.certificate == serving.certificate
+
+
+# --- existing_ca ----------------------------------------------------------------------------
+
+
+def test_existing_ca_is_none_in_an_empty_directory(tmp_path: Path) -> None:
+    assert certs.existing_ca(tmp_path) is None
+
+
+def test_existing_ca_reads_the_ca_written_there(tmp_path: Path, ca: CertificateAuthority) -> None:
+    write_key_pair(tmp_path, "ca", ca)
+    found = certs.existing_ca(tmp_path)
+    assert found is not None
+    assert found.certificate == ca.certificate
+
+
+@pytest.mark.parametrize("left_over", ["ca.crt", "ca.key"])
+def test_existing_ca_refuses_one_file_without_the_other(
+    tmp_path: Path, ca: CertificateAuthority, left_over: str
+) -> None:
+    write_key_pair(tmp_path, "ca", ca)
+    other = {"ca.crt": "ca.key", "ca.key": "ca.crt"}[left_over]
+    (tmp_path / other).unlink()
+    with pytest.raises(ValueError, match=f"{left_over} exists but .*{other} does not"):
+        certs.existing_ca(tmp_path)
+
+
+def test_existing_ca_names_the_directory_of_an_unusable_ca(
+    tmp_path: Path, serving: IssuedCertificate
+) -> None:
+    (tmp_path / "ca.crt").write_bytes(serving.cert_pem())
+    (tmp_path / "ca.key").write_bytes(serving.key_pem())
+    with pytest.raises(ValueError, match=f"the CA in {tmp_path} cannot be used: .*not a CA"):
+        certs.existing_ca(tmp_path)
+
+
+# --- issue_service_certificate / subject_alt_names ------------------------------------------
+
+
+def test_a_service_certificate_covers_the_four_service_names_then_the_extras(
+    ca: CertificateAuthority,
+) -> None:
+    issued = certs.issue_service_certificate(
+        ca, "hook", "gpu", dns_names=["hook.example.com"], ip_addresses=["10.0.0.7"]
+    )
+    names, addresses = certs.subject_alt_names(issued.certificate)
+    assert names == [
+        "hook",
+        "hook.gpu",
+        "hook.gpu.svc",
+        "hook.gpu.svc.cluster.local",
+        "hook.example.com",
+    ]
+    assert addresses == ["10.0.0.7"]
+    assert issued.certificate.subject.rfc4514_string() == "CN=hook.gpu.svc"
+
+
+def test_a_service_certificate_verifies_for_the_name_kube_apiserver_calls(
+    ca: CertificateAuthority,
+) -> None:
+    issued = certs.issue_service_certificate(ca, "hook", "gpu")
+    verifier = (
+        PolicyBuilder()
+        .store(Store([ca.certificate]))
+        .build_server_verifier(DNSName("hook.gpu.svc"))
+    )
+    verifier.verify(issued.certificate, [])
+
+
+def test_a_service_certificate_for_a_name_that_is_not_a_dns_label_is_refused(
+    ca: CertificateAuthority,
+) -> None:
+    with pytest.raises(ValueError, match="invalid service name 'Hook'"):
+        certs.issue_service_certificate(ca, "Hook", "gpu")
+
+
+def test_subject_alt_names_of_a_ca_are_empty(ca: CertificateAuthority) -> None:
+    assert certs.subject_alt_names(ca.certificate) == ([], [])
+
+
+# --- is_issued_by / life_left / decode_ca_bundle --------------------------------------------
+
+
+def test_is_issued_by_tells_the_issuing_ca_from_another(
+    ca: CertificateAuthority, other_ca: CertificateAuthority, serving: IssuedCertificate
+) -> None:
+    assert certs.is_issued_by(serving.certificate, ca.certificate)
+    assert not certs.is_issued_by(serving.certificate, other_ca.certificate)
+
+
+def test_is_issued_by_is_false_for_a_ca_with_the_same_name_but_another_key(
+    ca: CertificateAuthority, serving: IssuedCertificate
+) -> None:
+    twin = create_ca("test CA")  # same subject as `ca`, different key
+    assert not certs.is_issued_by(serving.certificate, twin.certificate)
+
+
+def test_life_left_goes_from_one_to_zero_over_the_validity_period(
+    serving: IssuedCertificate,
+) -> None:
+    start = serving.certificate.not_valid_before_utc
+    end = serving.certificate.not_valid_after_utc
+    assert certs.life_left(serving.certificate, start) == 1.0
+    assert certs.life_left(serving.certificate, start + (end - start) / 4) == pytest.approx(0.75)
+    assert certs.life_left(serving.certificate, end) == 0.0
+    assert certs.life_left(serving.certificate, end + dt.timedelta(days=1)) == 0.0
+
+
+def test_decode_ca_bundle_is_the_inverse_of_ca_bundle(
+    ca: CertificateAuthority, other_ca: CertificateAuthority
+) -> None:
+    bundle = ca_bundle(ca.certificate, other_ca.certificate)
+    assert certs.decode_ca_bundle(bundle) == [ca.certificate, other_ca.certificate]
+
+
+def test_decode_ca_bundle_of_an_empty_bundle_is_empty() -> None:
+    assert certs.decode_ca_bundle("") == []
+
+
+@pytest.mark.parametrize("bundle", ["not base64!", base64.b64encode(b"no PEM here").decode()])
+def test_decode_ca_bundle_refuses_what_is_not_base64_of_certificates(bundle: str) -> None:
+    with pytest.raises(ValueError):
+        certs.decode_ca_bundle(bundle)

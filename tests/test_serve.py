@@ -168,10 +168,11 @@ class TestServingWithAGivenCertificate:
 
         assert (healthz.status_code, healthz.json()) == (200, {"status": "ok"})
         assert readyz.status_code == 200
-        assert readyz.json() == {
-            "ready": True,
-            "checks": {"policy": {"ok": True, "detail": "policies/default.yaml (embedded)"}},
-        }
+        assert readyz.json()["ready"] is True
+        checks = readyz.json()["checks"]
+        assert checks["policy"] == {"ok": True, "detail": "policies/default.yaml (embedded)"}
+        assert checks["certificate"]["ok"] is True
+        assert "expires at" in checks["certificate"]["detail"]
 
     def test_the_certificate_is_valid_for_localhost_too(self, server: Server, pki: Pki) -> None:
         with httpx.Client(verify=trusting(pki.ca_cert)) as client:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -36,13 +37,22 @@ __all__ = [
     "DevCertificatePaths",
     "IssuedCertificate",
     "ca_bundle",
+    "ca_from_pem",
+    "certificates_from_pem",
     "create_ca",
+    "decode_ca_bundle",
     "ensure_dev_serving_certificate",
+    "existing_ca",
+    "is_issued_by",
     "issue_client_certificate",
+    "issue_service_certificate",
     "issue_serving_certificate",
+    "issued_from_pem",
+    "life_left",
     "load_ca",
     "not_after",
     "service_dns_names",
+    "subject_alt_names",
     "write_key_pair",
 ]
 
@@ -402,16 +412,40 @@ def write_key_pair(
     return cert_path, key_path
 
 
+def certificates_from_pem(data: bytes) -> list[x509.Certificate]:
+    """Every certificate in a PEM blob, in order; ValueError if there is none."""
+    return x509.load_pem_x509_certificates(data)
+
+
+def _ec_key_from_pem(data: bytes, source: str) -> ec.EllipticCurvePrivateKey:
+    key = serialization.load_pem_private_key(data, password=None)
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise ValueError(f"{source} does not hold an elliptic-curve private key")
+    return key
+
+
 def _load_certificate(path: Path) -> x509.Certificate:
-    certificates = x509.load_pem_x509_certificates(path.read_bytes())
-    return certificates[0]
+    return certificates_from_pem(path.read_bytes())[0]
 
 
 def _load_ec_key(path: Path) -> ec.EllipticCurvePrivateKey:
-    key = serialization.load_pem_private_key(path.read_bytes(), password=None)
-    if not isinstance(key, ec.EllipticCurvePrivateKey):
-        raise ValueError(f"{path} does not hold an elliptic-curve private key")
-    return key
+    return _ec_key_from_pem(path.read_bytes(), str(path))
+
+
+def ca_from_pem(cert_pem: bytes, key_pem: bytes) -> CertificateAuthority:
+    """A CA kept somewhere other than files, e.g. the ``ca.crt``/``ca.key`` of a Secret.
+
+    Raises ValueError as ``load_ca`` does.
+    """
+    certificate = certificates_from_pem(cert_pem)[0]
+    return CertificateAuthority(certificate, _ec_key_from_pem(key_pem, "the CA key"))
+
+
+def issued_from_pem(cert_pem: bytes, key_pem: bytes) -> IssuedCertificate:
+    """A leaf and its key, e.g. the ``tls.crt``/``tls.key`` of a Secret; ValueError if they
+    cannot be parsed or do not belong together."""
+    certificate = certificates_from_pem(cert_pem)[0]
+    return IssuedCertificate(certificate, _ec_key_from_pem(key_pem, "the serving key"))
 
 
 def load_ca(cert_path: Path, key_path: Path) -> CertificateAuthority:
@@ -425,11 +459,50 @@ def load_ca(cert_path: Path, key_path: Path) -> CertificateAuthority:
     return CertificateAuthority(certificate=certificate, private_key=key)
 
 
+def existing_ca(directory: Path) -> CertificateAuthority | None:
+    """The CA in ``directory`` (``ca.crt`` and ``ca.key``), or None if there is none.
+
+    Reusing a CA keeps every ``caBundle`` that already trusts it valid, so a renewed
+    leaf needs no configuration change. One file without the other is a ValueError
+    rather than a reason to start over: replacing a CA silently would break every client
+    that trusts the old one.
+    """
+    cert_path, key_path = directory / "ca.crt", directory / "ca.key"
+    present = [path for path in (cert_path, key_path) if path.exists()]
+    if len(present) == 2:
+        try:
+            return load_ca(cert_path, key_path)
+        except ValueError as error:
+            raise ValueError(f"the CA in {directory} cannot be used: {error}") from None
+    if present:
+        missing = key_path if present == [cert_path] else cert_path
+        raise ValueError(
+            f"{present[0]} exists but {missing} does not: restore it, or remove "
+            f"{present[0]} to create a new CA"
+        )
+    return None
+
+
 def ca_bundle(*cas: x509.Certificate) -> str:
     """The ``caBundle`` value for a webhook configuration: base64 of the concatenated PEMs."""
     if not cas:
         raise ValueError("ca_bundle needs at least one CA certificate")
     return base64.b64encode(b"".join(_cert_pem(ca) for ca in cas)).decode("ascii")
+
+
+def decode_ca_bundle(bundle: str) -> list[x509.Certificate]:
+    """The certificates of a ``caBundle`` value (the inverse of ``ca_bundle``).
+
+    An empty bundle holds no certificate; anything that is not base64 of PEM
+    certificates is a ValueError.
+    """
+    if not bundle:
+        return []
+    try:
+        pem = base64.b64decode(bundle, validate=True)
+    except ValueError:
+        raise ValueError("caBundle is not valid base64") from None
+    return certificates_from_pem(pem)
 
 
 def service_dns_names(service: str, namespace: str) -> list[str]:
@@ -450,6 +523,70 @@ def service_dns_names(service: str, namespace: str) -> list[str]:
         f"{service}.{namespace}.svc",
         f"{service}.{namespace}.svc.cluster.local",
     ]
+
+
+def issue_service_certificate(
+    ca: CertificateAuthority,
+    service: str,
+    namespace: str,
+    *,
+    dns_names: Sequence[str] = (),
+    ip_addresses: Sequence[str] = (),
+    days: int = 365,
+) -> IssuedCertificate:
+    """A serving certificate for the Service ``service`` in ``namespace``.
+
+    It covers every name of ``service_dns_names`` (kube-apiserver calls
+    ``<service>.<namespace>.svc``) plus any extra names and addresses, e.g. for a
+    webhook configuration that uses ``clientConfig.url``.
+    """
+    if isinstance(dns_names, str) or isinstance(ip_addresses, str):
+        raise TypeError("dns_names and ip_addresses must be sequences of strings, not a string")
+    names = [*service_dns_names(service, namespace), *dns_names]
+    return issue_serving_certificate(
+        ca,
+        f"{service}.{namespace}.svc",
+        dns_names=names,
+        ip_addresses=ip_addresses,
+        days=days,
+    )
+
+
+def subject_alt_names(certificate: x509.Certificate) -> tuple[list[str], list[str]]:
+    """The DNS names and IP addresses (as text) a certificate covers, so a renewal can
+    cover the same ones."""
+    try:
+        san = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    except x509.ExtensionNotFound:
+        return [], []
+    names = san.value.get_values_for_type(x509.DNSName)
+    addresses = [str(address) for address in san.value.get_values_for_type(x509.IPAddress)]
+    return names, addresses
+
+
+def is_issued_by(certificate: x509.Certificate, ca: x509.Certificate) -> bool:
+    """Whether ``ca`` signed ``certificate`` (its issuer name matches and the signature
+    verifies); a renewal is due when the CA has been replaced."""
+    try:
+        certificate.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
+
+
+def life_left(certificate: x509.Certificate, now: dt.datetime | None = None) -> float:
+    """The fraction of its validity period a certificate has still ahead of it.
+
+    1.0 when it has just become valid, 0.0 once it has expired. Renewing at a fraction
+    rather than a fixed number of days suits both short and long lifetimes.
+    """
+    moment = now or _now()
+    start = certificate.not_valid_before_utc
+    end = certificate.not_valid_after_utc
+    total = (end - start).total_seconds()
+    if total <= 0 or moment >= end:
+        return 0.0
+    return min(1.0, (end - moment).total_seconds() / total)
 
 
 def not_after(cert_path: Path) -> dt.datetime:

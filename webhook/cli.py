@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from webhook.certs_cli import add_certs_commands
 from webhook.errors import PolicyError
 from webhook.logs import configure_logging
 from webhook.policy import Policy, load_default_policy, load_policy_file
@@ -43,6 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     validate = policy_commands.add_parser("validate", help="check policy files")
     validate.add_argument("files", nargs="+", type=Path)
     validate.set_defaults(run=_policy_validate)
+    add_certs_commands(commands)
     return parser
 
 

@@ -1,9 +1,18 @@
-"""Run the admission service over HTTPS with uvicorn."""
+"""Run the admission service over HTTPS with uvicorn, reloading its certificate.
+
+uvicorn is given the TLS context of a ``CertificateReloader`` rather than file names,
+and the reloader's watcher runs as a task on uvicorn's own event loop, so a renewed
+certificate reaches new connections without a restart (see ``webhook.tls_reload``).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
+import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +22,12 @@ from webhook.certs import ensure_dev_serving_certificate
 from webhook.engine import Engine
 from webhook.http.app import Readiness, create_app
 from webhook.policy import Policy
+from webhook.tls_reload import (
+    DEFAULT_INTERVAL,
+    CertificateReloader,
+    InvalidKeyPair,
+    KeyPairFiles,
+)
 
 log = logging.getLogger("gpu_admission.serve")
 
@@ -24,6 +39,7 @@ class ServeSettings:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     log_level: str = "info"
+    tls_reload_interval: float = DEFAULT_INTERVAL
 
 
 def cache_directory() -> Path:
@@ -45,22 +61,62 @@ def serving_certificate(settings: ServeSettings) -> tuple[Path, Path]:
 
 
 def serve(policy: Policy, settings: ServeSettings) -> None:
+    """Serve until SIGINT or SIGTERM; the certificate files are watched all along."""
     engine = Engine(policy)
-    readiness = Readiness(checks={"policy": lambda: (True, policy.source)})
-    app = create_app(lambda: engine, readiness)
     cert, key = serving_certificate(settings)
-    log.info(
-        "serving",
-        extra={"url": f"https://{settings.host}:{settings.port}", "policy": policy.source},
+    try:
+        reloader = CertificateReloader(
+            KeyPairFiles(cert=cert, key=key), interval=settings.tls_reload_interval
+        )
+    except (InvalidKeyPair, OSError) as error:
+        log.error(
+            "refusing to serve: the certificate and key cannot be used",
+            extra={"certificate": str(cert), "key": str(key), "reason": str(error)},
+        )
+        raise SystemExit(2) from None
+    readiness = Readiness(
+        checks={
+            "policy": lambda: (True, policy.source),
+            "certificate": reloader.state.readiness,
+        }
     )
-    uvicorn.run(
+    app = create_app(lambda: engine, readiness)
+    config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
-        ssl_certfile=str(cert),
-        ssl_keyfile=str(key),
+        ssl_context_factory=_serving_context(reloader.context),
         log_config=None,
         log_level=settings.log_level,
         access_log=False,
         timeout_graceful_shutdown=5,
     )
+    config.load()
+    if config.ssl is not reloader.context:
+        raise RuntimeError("uvicorn does not serve with the reloadable TLS context")
+    log.info(
+        "serving",
+        extra={"url": f"https://{settings.host}:{settings.port}", "policy": policy.source},
+    )
+    server = uvicorn.Server(config)
+    with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
+        runner.run(_serve_and_watch(server, reloader))
+
+
+def _serving_context(
+    context: ssl.SSLContext,
+) -> Callable[[uvicorn.Config, Callable[[], ssl.SSLContext]], ssl.SSLContext]:
+    def factory(config: uvicorn.Config, default: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
+        return context
+
+    return factory
+
+
+async def _serve_and_watch(server: uvicorn.Server, reloader: CertificateReloader) -> None:
+    watcher = asyncio.create_task(reloader.watch(), name="certificate-reloader")
+    try:
+        await server.serve()
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher

@@ -7,11 +7,15 @@ the same code that installs it into a real cluster.
 
 from __future__ import annotations
 
+import base64
+import socket
 import ssl
 import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from cryptography import x509
 
 from webhook.certs import ca_bundle as encode_ca_bundle
 from webhook.certs import create_ca, issue_serving_certificate, write_key_pair
@@ -20,6 +24,7 @@ from webhook.policy import load_policy_file
 from webhook.policy.load import load_default_policy
 from webhook.webhook_config import Endpoint, render_webhook_configurations
 
+from ..secret_volume import SecretVolume
 from .ports import free_ports
 from .processes import Component
 
@@ -44,6 +49,8 @@ class WebhookServer:
         self.policy_path: Path | None = None
         self._component: Component | None = None
         self._starts = 0
+        self._volume: SecretVolume | None = None
+        self._trusted = 0
 
     @property
     def url(self) -> str:
@@ -96,6 +103,45 @@ class WebhookServer:
             apply_webhook_configurations(api, mutating, validating)
         finally:
             api.close()
+
+    def use_secret_volume(self) -> SecretVolume:
+        """Serve the current pair from a directory laid out like a Secret volume.
+
+        Restarts the process with --tls-cert/--tls-key pointing into the volume; from
+        then on ``SecretVolume.update`` is how kubelet would deliver a renewed Secret.
+        Calling it again returns the same volume without a restart.
+        """
+        if self._volume is None:
+            self._volume = SecretVolume(
+                self.work_dir / "secret-volume",
+                {"tls.crt": self.cert_path.read_bytes(), "tls.key": self.key_path.read_bytes()},
+            )
+            self.cert_path = self._volume.path("tls.crt")
+            self.key_path = self._volume.path("tls.key")
+            self.start(self.policy_path)
+        return self._volume
+
+    def trust(self, ca_pem: bytes) -> None:
+        """Make ``ca_pem`` (one or more CAs) what ``register`` puts in caBundle and what
+        the health check trusts, after the CA behind the served certificate changed."""
+        self._trusted += 1
+        self.ca_path = self.work_dir / "pki" / f"trusted-{self._trusted}.crt"
+        self.ca_path.write_bytes(ca_pem)
+        self.ca_bundle = base64.b64encode(ca_pem).decode("ascii")
+
+    def served_certificate(self) -> x509.Certificate:
+        """The certificate a new connection is served now, whoever issued it."""
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        with (
+            socket.create_connection(("127.0.0.1", self.port), timeout=10) as raw,
+            context.wrap_socket(raw) as tls,
+        ):
+            der = tls.getpeercert(binary_form=True)
+        if der is None:
+            raise RuntimeError("the webhook presented no certificate")
+        return x509.load_der_x509_certificate(der)
 
     def _healthy(self) -> bool:
         context = ssl.create_default_context(cafile=str(self.ca_path))
