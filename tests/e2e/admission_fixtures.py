@@ -35,7 +35,7 @@ def admission(
 ) -> Iterator[WebhookServer]:
     """gpu-admission serving the default policy, registered with the apiserver."""
     server = WebhookServer(tmp_path_factory.mktemp("gpu-admission"))
-    controlplane.apply((REPO / "deploy" / "priorityclasses.yaml").read_text("utf-8"))
+    controlplane.apply((REPO / "deploy" / "base" / "priorityclasses.yaml").read_text("utf-8"))
     server.start()
     server.register(controlplane.kubeconfig)
     try:

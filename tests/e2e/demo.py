@@ -32,7 +32,7 @@ def main() -> int:
     work_dir = Path(tempfile.mkdtemp(prefix="gpu-admission-demo-"))
     with ControlPlane(ensure_binaries(), work_dir / "controlplane") as plane:
         register_fleet(plane)
-        plane.apply((REPO / "deploy" / "priorityclasses.yaml").read_text("utf-8"))
+        plane.apply((REPO / "deploy" / "base" / "priorityclasses.yaml").read_text("utf-8"))
         server = WebhookServer(work_dir / "gpu-admission")
         server.start()
         try:

@@ -1,0 +1,274 @@
+"""`kubectl apply -k deploy/` against the real kube-apiserver.
+
+The apiserver validates every object of the kustomize base (the Deployment's
+pods are even created through Pod Security "restricted" and bound by
+kube-scheduler; without kubelets they never run). The applied webhook
+configurations name the in-cluster Service, which has no endpoints here: GPU
+pods are refused (failurePolicy Fail) while other pods are not. Pointed at the
+test's webhook process, the same configurations mutate and validate.
+
+The session's other tests need the configurations named gpu-admission to reach
+the `admission` fixture's process: the module re-registers it at the end and
+deletes what it created, the PriorityClasses (shared with `admission`) aside.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from subprocess import CompletedProcess
+from typing import Any
+
+import pytest
+import yaml
+
+from .admission_fixtures import REPO, example
+from .controlplane import ControlPlane
+from .nodes import FLEET
+from .webhook_server import WebhookServer
+
+DEPLOY = REPO / "deploy"
+NAMESPACE = "gpu-admission"
+SELECTOR = "app.kubernetes.io/name=gpu-admission,app.kubernetes.io/component=webhook"
+CONFIGURATIONS = {
+    "mutatingwebhookconfiguration": "/mutate",
+    "validatingwebhookconfiguration": "/validate",
+}
+DENIED = 'admission webhook "validate.gpu-admission.io" denied the request'
+
+
+def kustomize(controlplane: ControlPlane, directory: str) -> list[dict[str, Any]]:
+    output = controlplane.kubectl("kustomize", str(DEPLOY / directory)).stdout
+    return [o for o in yaml.safe_load_all(output) if o]
+
+
+@pytest.fixture(scope="module")
+def applied(
+    controlplane: ControlPlane, admission: WebhookServer
+) -> Iterator[CompletedProcess[str]]:
+    """`kubectl apply -k deploy/`, as on a cluster without gpu-admission.
+
+    The `admission` fixture's configurations are deleted first: they were
+    created by a client, not by kubectl apply, so an apply would merge the
+    Service into them next to their URL.
+    """
+    try:
+        for kind in CONFIGURATIONS:
+            controlplane.delete(kind, ["gpu-admission"])
+        yield controlplane.kubectl("apply", "-k", str(DEPLOY))
+    finally:
+        admission.register(controlplane.kubeconfig)
+        controlplane.delete_namespace(NAMESPACE)
+        controlplane.delete("clusterrolebinding", ["gpu-admission"])
+        controlplane.delete("clusterrole", ["gpu-admission"])
+
+
+def patch(controlplane: ControlPlane, kind: str, operations: list[dict[str, Any]]) -> None:
+    """A JSON patch of the webhook configuration of `kind` named gpu-admission."""
+    controlplane.kubectl(
+        "patch", kind, "gpu-admission", "--type=json", f"--patch={json.dumps(operations)}"
+    )
+
+
+@contextmanager
+def pointed_at(controlplane: ControlPlane, server: WebhookServer) -> Iterator[None]:
+    """The applied configurations with their clientConfig patched to `server`'s URL."""
+    applied_configs = {
+        kind: controlplane.get_json(kind, "gpu-admission") for kind in CONFIGURATIONS
+    }
+    for kind, path in CONFIGURATIONS.items():
+        patch(
+            controlplane,
+            kind,
+            [
+                {"op": "remove", "path": "/webhooks/0/clientConfig/service"},
+                {"op": "add", "path": "/webhooks/0/clientConfig/url", "value": server.url + path},
+                {
+                    "op": "add",
+                    "path": "/webhooks/0/clientConfig/caBundle",
+                    "value": server.ca_bundle,
+                },
+            ],
+        )
+    try:
+        yield
+    finally:
+        for kind, configuration in applied_configs.items():
+            service = configuration["webhooks"][0]["clientConfig"]["service"]
+            patch(
+                controlplane,
+                kind,
+                [
+                    {"op": "remove", "path": "/webhooks/0/clientConfig/url"},
+                    {"op": "remove", "path": "/webhooks/0/clientConfig/caBundle"},
+                    {"op": "add", "path": "/webhooks/0/clientConfig/service", "value": service},
+                ],
+            )
+
+
+def test_every_object_kustomize_renders_is_stored_without_a_pod_security_warning(
+    controlplane: ControlPlane, applied: CompletedProcess[str]
+) -> None:
+    for obj in kustomize(controlplane, "."):
+        namespace = obj["metadata"].get("namespace")
+        assert controlplane.exists(obj["kind"], obj["metadata"]["name"], namespace), obj["kind"]
+    assert "PodSecurity" not in applied.stderr, applied.stderr
+
+
+def test_the_stored_webhooks_are_the_rendered_ones_without_a_ca_bundle(
+    controlplane: ControlPlane, applied: CompletedProcess[str]
+) -> None:
+    for kind in CONFIGURATIONS:
+        [hook] = controlplane.get_json(kind, "gpu-admission")["webhooks"]
+        assert hook["clientConfig"] == {
+            "service": {
+                "name": "gpu-admission",
+                "namespace": NAMESPACE,
+                "path": CONFIGURATIONS[kind],
+                "port": 443,
+            }
+        }
+        assert hook["failurePolicy"] == "Fail"
+        assert hook["timeoutSeconds"] == 3
+
+
+SERVICE_ACCOUNT = f"system:serviceaccount:{NAMESPACE}:gpu-admission"
+
+
+@pytest.mark.parametrize(
+    ("verb", "resource", "namespace", "allowed"),
+    [
+        ("list", "nodes", None, True),
+        ("watch", "priorityclasses.scheduling.k8s.io", None, True),
+        ("get", "namespaces/ml", None, True),
+        ("update", "mutatingwebhookconfigurations/gpu-admission", None, True),
+        ("patch", "validatingwebhookconfigurations/gpu-admission", None, True),
+        ("patch", "mutatingwebhookconfigurations/someone-else", None, False),
+        ("delete", "mutatingwebhookconfigurations/gpu-admission", None, False),
+        ("update", "secrets/gpu-admission-tls", NAMESPACE, True),
+        ("get", "secrets/gpu-admission-tls-ca", NAMESPACE, False),
+        ("list", "secrets", NAMESPACE, False),
+        ("get", "secrets/gpu-admission-tls", "default", False),
+        ("create", "pods", NAMESPACE, False),
+        ("update", "nodes/cpu-a-0", None, False),
+    ],
+)
+def test_the_service_account_may_do_what_the_service_needs_and_nothing_else(
+    controlplane: ControlPlane,
+    applied: CompletedProcess[str],
+    verb: str,
+    resource: str,
+    namespace: str | None,
+    allowed: bool,
+) -> None:
+    args = ["auth", "can-i", verb, resource, f"--as={SERVICE_ACCOUNT}"]
+    args += ["--namespace", namespace] if namespace else []
+
+    answer = controlplane.kubectl(*args, check=False).stdout.strip()
+
+    assert answer == ("yes" if allowed else "no")
+
+
+def test_the_replicas_pass_restricted_pod_security_and_spread_over_the_untainted_nodes(
+    controlplane: ControlPlane, applied: CompletedProcess[str]
+) -> None:
+    nodes = controlplane.wait_for_bindings(NAMESPACE, SELECTOR, 3)
+
+    untainted = {n.name for n in FLEET if not n.taints}
+    assert set(nodes) == untainted
+    assert max(Counter(nodes).values()) - min(Counter(nodes).values()) <= 1
+    for pod in controlplane.list_json("pods", NAMESPACE, SELECTOR):
+        assert (pod["spec"]["priorityClassName"], pod["spec"]["priority"]) == (
+            "system-cluster-critical",
+            2000000000,
+        )
+
+
+def test_with_no_replica_serving_gpu_pods_are_refused_and_other_pods_created(
+    controlplane: ControlPlane, applied: CompletedProcess[str], opted_in: str
+) -> None:
+    refused = controlplane.apply(example("mig-inference-pod.yaml"), namespace=opted_in, check=False)
+    controlplane.apply(example("cpu-pod.yaml"), namespace=opted_in)
+
+    assert refused.returncode != 0
+    assert 'failed calling webhook "mutate.gpu-admission.io"' in refused.stderr
+    assert controlplane.exists("pod", "etl", opted_in)
+
+
+def test_pointed_at_the_webhook_process_the_applied_webhooks_mutate_and_validate(
+    controlplane: ControlPlane,
+    applied: CompletedProcess[str],
+    admission: WebhookServer,
+    opted_in: str,
+) -> None:
+    with pointed_at(controlplane, admission):
+        controlplane.apply(example("mig-inference-pod.yaml"), namespace=opted_in)
+        denied = controlplane.apply(
+            example("denied/borrowed-priority.yaml"), namespace=opted_in, check=False
+        )
+
+    pod = controlplane.get_json("pod", "embedder", opted_in)
+    assert (pod["spec"]["priorityClassName"], pod["spec"]["priority"]) == (
+        "inference-priority",
+        1000000,
+    )
+    assert {
+        "key": "gpu-pool",
+        "operator": "Equal",
+        "value": "inference",
+        "effect": "NoSchedule",
+    } in pod["spec"]["tolerations"]
+    assert DENIED in denied.stderr
+    for kind in CONFIGURATIONS:
+        assert (
+            "service" in controlplane.get_json(kind, "gpu-admission")["webhooks"][0]["clientConfig"]
+        )
+
+
+def test_reapplying_the_base_keeps_the_ca_bundle_that_install_or_cert_manager_set(
+    controlplane: ControlPlane, applied: CompletedProcess[str], admission: WebhookServer
+) -> None:
+    add = [{"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": admission.ca_bundle}]
+    for kind in CONFIGURATIONS:
+        patch(controlplane, kind, add)
+    try:
+        controlplane.kubectl("apply", "-k", str(DEPLOY))
+
+        for kind in CONFIGURATIONS:
+            [hook] = controlplane.get_json(kind, "gpu-admission")["webhooks"]
+            assert hook["clientConfig"].get("caBundle") == admission.ca_bundle
+    finally:
+        remove = [{"op": "remove", "path": "/webhooks/0/clientConfig/caBundle"}]
+        for kind in CONFIGURATIONS:
+            patch(controlplane, kind, remove)
+
+
+@pytest.mark.parametrize(
+    "overlay", ["overlays/default", "overlays/overflow", "overlays/cert-manager"]
+)
+def test_every_overlay_passes_the_apiservers_validation(
+    controlplane: ControlPlane, applied: CompletedProcess[str], overlay: str
+) -> None:
+    """A server-side dry run; cert-manager's own kinds are left out (no CRDs here)."""
+    objects = [
+        o
+        for o in kustomize(controlplane, overlay)
+        if not o["apiVersion"].startswith("cert-manager.io/")
+    ]
+
+    result = controlplane.kubectl(
+        "apply", "-f", "-", "--dry-run=server", "--output=json",
+        input=yaml.safe_dump_all(objects),
+    )  # fmt: skip
+
+    stored = json.loads(result.stdout)["items"]
+    assert [(o["kind"], o["metadata"]["name"]) for o in stored] == [
+        (o["kind"], o["metadata"]["name"]) for o in objects
+    ]
+    for configuration in (o for o in stored if o["kind"].endswith("WebhookConfiguration")):
+        annotations = configuration["metadata"].get("annotations", {})
+        assert ("cert-manager.io/inject-ca-from" in annotations) == (
+            overlay == "overlays/cert-manager"
+        )
