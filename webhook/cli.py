@@ -9,7 +9,10 @@ from pathlib import Path
 
 from webhook.certs_cli import add_certs_commands
 from webhook.errors import PolicyError
+from webhook.install_cli import add_install_commands
 from webhook.logs import configure_logging
+from webhook.manifests import add_manifest_commands
+from webhook.offline_cli import add_offline_commands
 from webhook.policy import Policy, load_default_policy, load_policy_file
 
 
@@ -44,7 +47,10 @@ def _parser() -> argparse.ArgumentParser:
     validate = policy_commands.add_parser("validate", help="check policy files")
     validate.add_argument("files", nargs="+", type=Path)
     validate.set_defaults(run=_policy_validate)
+    add_offline_commands(commands, policy_commands)
     add_certs_commands(commands)
+    add_install_commands(commands)
+    add_manifest_commands(commands)
     return parser
 
 

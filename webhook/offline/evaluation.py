@@ -1,0 +1,182 @@
+"""Offline evaluation: each pod or pod template of some objects, judged as the cluster would.
+
+For each pod (or the pod a controller makes of a template, see
+webhook.engine.templates) the engine mutates it, the patch is applied as
+kube-apiserver applies it, and the mutated pod is validated: the same
+sequence as CREATE in a cluster whose namespace has opted in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import jsonpatch
+
+from webhook.engine import AdmissionRequest, Engine
+from webhook.engine.pod import read_pod
+from webhook.engine.templates import (
+    BUILT_IN_KINDS,
+    TemplateKind,
+    pod_from_template,
+    pod_templates,
+    template_kind,
+)
+from webhook.errors import MalformedObject
+from webhook.offline.documents import Document
+from webhook.offline.landing import Landing, landings
+from webhook.offline.outcomes import RuleOutcome, rule_outcomes
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    """Which object of which manifest."""
+
+    source: str
+    line: int
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+
+    @property
+    def describe(self) -> str:
+        return f"{self.kind} {self.name!r}" if self.name else self.kind
+
+
+@dataclass(frozen=True, slots=True)
+class PodEvaluation:
+    """The verdict on one pod or pod template, and everything that led to it."""
+
+    object: ObjectRef
+    template: str
+    """The JSON pointer of the pod template in the object; empty for a Pod."""
+    workload_class: str | None
+    """The value of the workload class label, if any."""
+    allowed: bool
+    message: str
+    """The denial as kube-apiserver would print it; empty when allowed."""
+    rules: tuple[RuleOutcome, ...] = ()
+    patch: tuple[dict[str, Any], ...] = ()
+    """The JSONPatch of our mutation, against `received`."""
+    received: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """The pod as our mutating webhook receives it (requests defaulted from limits)."""
+    mutated: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    landings: tuple[Landing, ...] = ()
+    """Each kind of node of the policy, and whether the mutated pod can be scheduled there."""
+
+    @property
+    def describe(self) -> str:
+        """`Deployment 'llm-server' /spec/template`, or `Pod 'x'`."""
+        template = f" {self.template}" if self.template else ""
+        return f"{self.object.describe}{template}"
+
+    @property
+    def failed_rules(self) -> list[str]:
+        return [r.rule for r in self.rules if r.outcome == "fail"]
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedObject:
+    object: ObjectRef
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    policy: str
+    """Where the policy came from."""
+    pods: tuple[PodEvaluation, ...]
+    skipped: tuple[SkippedObject, ...]
+
+    @property
+    def allowed(self) -> bool:
+        return all(p.allowed for p in self.pods)
+
+
+def evaluate(
+    engine: Engine,
+    documents: Iterable[Document],
+    kinds: tuple[TemplateKind, ...] = BUILT_IN_KINDS,
+) -> Report:
+    pods: list[PodEvaluation] = []
+    skipped: list[SkippedObject] = []
+    for document in documents:
+        ref = object_ref(document)
+        kind = template_kind(document.object, kinds)
+        if kind is None:
+            skipped.append(SkippedObject(ref, f"{ref.api_version} {ref.kind} has no pod template"))
+            continue
+        try:
+            templates = pod_templates(document.object, kind)
+        except MalformedObject as error:
+            pods.append(_malformed(ref, "", f"malformed object: {error}"))
+            continue
+        pods += [
+            evaluate_pod(engine, ref, pointer, pod_from_template(template))
+            for pointer, template in templates
+        ]
+    return Report(engine.policy.source, tuple(pods), tuple(skipped))
+
+
+def evaluate_pod(
+    engine: Engine, ref: ObjectRef, template: str, pod: dict[str, Any]
+) -> PodEvaluation:
+    """Mutate, apply the patch, validate the result: CREATE of one pod."""
+    request = AdmissionRequest(
+        uid=f"offline:{ref.source}:{ref.line}{template}",
+        operation="CREATE",
+        group="",
+        version="v1",
+        kind="Pod",
+        resource="pods",
+        subresource="",
+        namespace=ref.namespace,
+        name=ref.name,
+        object=pod,
+    )
+    mutation = engine.mutate(request)
+    if not mutation.allowed:
+        return _malformed(ref, template, mutation.message)
+    mutated: dict[str, Any] = jsonpatch.apply_patch(pod, list(mutation.patch))
+    decision = engine.validate(dataclasses.replace(request, object=mutated))
+    if decision.code == 400:
+        return _malformed(ref, template, decision.message)
+    policy = engine.policy
+    view = read_pod(mutated, policy)
+    return PodEvaluation(
+        object=ref,
+        template=template,
+        workload_class=view.labels.get(policy.workload_label),
+        allowed=decision.allowed,
+        message=decision.message,
+        rules=rule_outcomes(policy, view, decision.violations),
+        patch=mutation.patch,
+        received=pod,
+        mutated=mutated,
+        landings=landings(policy, view),
+    )
+
+
+def object_ref(document: Document) -> ObjectRef:
+    obj = document.object
+    metadata = obj.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    return ObjectRef(
+        source=document.source,
+        line=document.line,
+        api_version=_text(obj.get("apiVersion")),
+        kind=_text(obj.get("kind")),
+        namespace=_text(metadata.get("namespace")),
+        name=_text(metadata.get("name") or metadata.get("generateName")),
+    )
+
+
+def _malformed(ref: ObjectRef, template: str, message: str) -> PodEvaluation:
+    return PodEvaluation(ref, template, None, allowed=False, message=message)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""

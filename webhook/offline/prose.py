@@ -1,0 +1,94 @@
+"""`gpu-admission explain`: one pod's verdict, placement and mutation in sentences.
+
+inference pod 'x' would be admitted. It would run on pool inference (A100),
+priority 1000000 (inference-priority); it may not use pool training (V100, A100)
+because it does not tolerate gpu-pool=training:NoSchedule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from webhook.offline.evaluation import PodEvaluation
+from webhook.offline.landing import Landing
+
+
+def explain(evaluation: PodEvaluation) -> str:
+    who = _who(evaluation)
+    if not evaluation.rules:
+        return f"{who} would be denied: {evaluation.message}\n"
+    if evaluation.allowed:
+        paragraphs = [f"{who} would be admitted. It {_placement(evaluation)}."]
+    else:
+        reasons = [
+            f"  - {outcome.rule}: {message}"
+            for outcome in evaluation.rules
+            for message in outcome.messages
+        ]
+        paragraphs = [
+            "\n".join([f"{who} would be denied:", *reasons]),
+            f"Were it admitted, it {_placement(evaluation)}.",
+        ]
+    paragraphs.append(_mutation(evaluation))
+    return "\n\n".join(paragraphs) + "\n"
+
+
+def _who(evaluation: PodEvaluation) -> str:
+    ref = evaluation.object
+    workload = f"{evaluation.workload_class} pod" if evaluation.workload_class else "pod"
+    if not evaluation.template:
+        return f"{workload} {ref.name!r}" if ref.name else workload
+    return f"{workload} of {ref.describe} (template {evaluation.template})"
+
+
+def _placement(evaluation: PodEvaluation) -> str:
+    sure = [landing for landing in evaluation.landings if landing.reachable == "yes"]
+    maybe = [landing for landing in evaluation.landings if landing.reachable == "unknown"]
+    never = [landing for landing in evaluation.landings if landing.reachable == "no"]
+    text = f"would run on {_pools(sure)}" if sure else "would run on none of the GPU pools"
+    priority = _priority(evaluation.mutated)
+    if priority:
+        text += f", {priority}"
+    if maybe:
+        text += f"; it might run on {_pools_because(maybe)}"
+    if never:
+        text += f"; it may not use {_pools_because(never)}"
+    return text
+
+
+def _pools(landings: Iterable[Landing]) -> str:
+    models: dict[str, list[str]] = {}
+    for landing in landings:
+        models.setdefault(landing.pool, []).append(landing.model)
+    return " or ".join(f"pool {pool} ({', '.join(names)})" for pool, names in models.items())
+
+
+def _pools_because(landings: list[Landing]) -> str:
+    """Pools (and models) grouped by their reasons: 'pool a (X, Y) because ..., nor pool b ...'."""
+    groups: dict[tuple[str, ...], list[Landing]] = {}
+    for landing in landings:
+        groups.setdefault(landing.reasons, []).append(landing)
+    return ", nor ".join(
+        f"{_pools(members)} because {' and '.join(reasons)}" if reasons else _pools(members)
+        for reasons, members in groups.items()
+    )
+
+
+def _priority(pod: Mapping[str, Any]) -> str:
+    spec = pod.get("spec")
+    if not isinstance(spec, dict) or spec.get("priority") is None:
+        return ""
+    name = spec.get("priorityClassName")
+    return f"priority {spec['priority']}" + (f" ({name})" if name else "")
+
+
+def _mutation(evaluation: PodEvaluation) -> str:
+    if not evaluation.patch:
+        return "gpu-admission would not change it."
+    changes = [f"{op['op']} {op['path']}" for op in evaluation.patch]
+    return (
+        f"gpu-admission would change it with {len(changes)} JSONPatch operation"
+        f"{'' if len(changes) == 1 else 's'}: {', '.join(changes)} "
+        "(`gpu-admission check` shows the diff)."
+    )

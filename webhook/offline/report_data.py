@@ -1,0 +1,108 @@
+"""The report of `gpu-admission check --output json|yaml`: plain data in a stable shape.
+
+    apiVersion: gpu-admission.io/v1alpha1
+    kind: CheckReport
+    policy: where the policy came from
+    allowed: true when every pod is allowed
+    summary: {pods: N, allowed: N, denied: N, skipped: N}
+    pods:                               # one per Pod and per pod template, in input order
+      - source: FILE, or "-" for standard input
+        line: where the object starts (1-based)
+        object: {apiVersion, kind, namespace, name}
+        template: JSON pointer of the pod template in the object ("" for a Pod)
+        workloadClass: the workload class label's value, or null
+        verdict: allowed | denied
+        message: the denial as kube-apiserver would print it ("" when allowed)
+        rules:                          # every validation rule, in a fixed order
+          - {rule: gpu-count, outcome: pass | fail | skip, messages: [...]}
+        patch: [JSONPatch operations of the mutation, against receivedPod]
+        diff: unified diff of receivedPod's YAML to mutatedPod's ("" without mutation)
+        placement:                      # each pool and GPU model of the policy
+          - {pool, model, labels: {node label: value}, reachable: yes | no | unknown,
+             reasons: [why not, or why not certainly]}
+        receivedPod: the pod our webhook receives (requests defaulted from limits)
+        mutatedPod: the pod after the mutation, as validated
+    skipped:                            # objects without a pod template
+      - {source, line, object: {apiVersion, kind, namespace, name}, reason}
+
+A malformed object is a denied pod with the reason in `message` and empty
+`rules`, `patch` and `placement`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webhook.offline.diff import mutation_diff
+from webhook.offline.evaluation import ObjectRef, PodEvaluation, Report, SkippedObject
+
+API_VERSION = "gpu-admission.io/v1alpha1"
+KIND = "CheckReport"
+
+
+def report_data(report: Report) -> dict[str, Any]:
+    denied = sum(1 for p in report.pods if not p.allowed)
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "policy": report.policy,
+        "allowed": report.allowed,
+        "summary": {
+            "pods": len(report.pods),
+            "allowed": len(report.pods) - denied,
+            "denied": denied,
+            "skipped": len(report.skipped),
+        },
+        "pods": [pod_data(p) for p in report.pods],
+        "skipped": [_skipped_data(s) for s in report.skipped],
+    }
+
+
+def pod_data(evaluation: PodEvaluation) -> dict[str, Any]:
+    return {
+        "source": evaluation.object.source,
+        "line": evaluation.object.line,
+        "object": _object_data(evaluation.object),
+        "template": evaluation.template,
+        "workloadClass": evaluation.workload_class,
+        "verdict": "allowed" if evaluation.allowed else "denied",
+        "message": evaluation.message,
+        "rules": [
+            {"rule": r.rule, "outcome": r.outcome, "messages": list(r.messages)}
+            for r in evaluation.rules
+        ],
+        "patch": [dict(operation) for operation in evaluation.patch],
+        "diff": mutation_diff(evaluation.received, evaluation.mutated, evaluation.describe)
+        if evaluation.patch
+        else "",
+        "placement": [
+            {
+                "pool": landing.pool,
+                "model": landing.model,
+                "labels": dict(landing.labels),
+                "reachable": landing.reachable,
+                "reasons": list(landing.reasons),
+            }
+            for landing in evaluation.landings
+        ],
+        "receivedPod": dict(evaluation.received),
+        "mutatedPod": dict(evaluation.mutated),
+    }
+
+
+def _skipped_data(skipped: SkippedObject) -> dict[str, Any]:
+    return {
+        "source": skipped.object.source,
+        "line": skipped.object.line,
+        "object": _object_data(skipped.object),
+        "reason": skipped.reason,
+    }
+
+
+def _object_data(ref: ObjectRef) -> dict[str, str]:
+    return {
+        "apiVersion": ref.api_version,
+        "kind": ref.kind,
+        "namespace": ref.namespace,
+        "name": ref.name,
+    }

@@ -1,0 +1,178 @@
+"""`gpu-admission check`, `explain`, `policy schema` and `policy test`: the policy, offline.
+
+Exit status: 0 when everything is allowed (or passes), 1 on a denial (or a
+failed case), 2 on a usage error or input that cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from webhook.engine import Engine
+from webhook.errors import PolicyError
+from webhook.offline.cases import case_files, run_cases
+from webhook.offline.documents import ManifestError, read_manifest_files
+from webhook.offline.evaluation import Report, evaluate
+from webhook.offline.prose import explain
+from webhook.offline.report_data import report_data
+from webhook.offline.text import report_text
+from webhook.offline.yaml_text import dump_yaml
+from webhook.policy import Policy, load_default_policy, load_policy_file
+from webhook.policy.schema import policy_schema_text, shipped_schema_path
+
+__all__ = ["add_offline_commands"]
+
+OK, DENIED, USAGE = 0, 1, 2
+OUTPUTS = ("text", "json", "yaml")
+
+CHECK_EPILOG = """\
+Each Pod, and each pod template of a Deployment, StatefulSet, DaemonSet,
+ReplicaSet, Job or CronJob, is judged as at CREATE in an opted-in namespace:
+requests defaulted from limits, mutated, the patch applied, then validated.
+Other kinds are reported as skipped. --output json|yaml prints a CheckReport
+(structure documented in webhook/offline/report_data.py).
+Exit status: 0 all allowed, 1 any denial, 2 unreadable input or policy.
+"""
+
+TEST_EPILOG = """\
+Each *.yaml file under DIR is a case: object, expect (allowed|denied), and
+optionally rules (exactly the rules that fail), patch (operations the
+mutation contains) and pods (fragments a mutated pod contains).
+Exit status: 0 all cases pass, 1 any fails, 2 no cases or unreadable policy.
+"""
+
+
+def add_offline_commands(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    policy_commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    """Add `check` and `explain` to `commands`, `schema` and `test` to `policy_commands`."""
+    check = commands.add_parser(
+        "check",
+        help="evaluate manifests offline: verdict, rules, mutation, placement",
+        epilog=CHECK_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    check.add_argument("files", nargs="+", metavar="FILE", help="manifest YAML; - for stdin")
+    _policy_option(check)
+    check.add_argument(
+        "--output", "-o", choices=OUTPUTS, default="text", help="report format (default: text)"
+    )
+    check.set_defaults(run=_check)
+
+    explain_command = commands.add_parser(
+        "explain", help="say in prose what would become of one object"
+    )
+    explain_command.add_argument("file", metavar="FILE", help="one object's YAML; - for stdin")
+    _policy_option(explain_command)
+    explain_command.set_defaults(run=_explain)
+
+    schema = policy_commands.add_parser(
+        "schema", help="write the JSON Schema of policy files (editors validate with it)"
+    )
+    schema.add_argument(
+        "--output",
+        "-o",
+        metavar="PATH",
+        help=f"where to write it; - for stdout (default: {shipped_schema_path()})",
+    )
+    schema.set_defaults(run=_policy_schema)
+
+    test = policy_commands.add_parser(
+        "test",
+        help="run a folder of policy test cases",
+        epilog=TEST_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    test.add_argument("directory", type=Path, metavar="DIR")
+    _policy_option(test)
+    test.set_defaults(run=_policy_test)
+
+
+def _policy_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policy", type=Path, help="policy YAML (default: the embedded policy)")
+
+
+def _check(args: argparse.Namespace) -> int:
+    try:
+        policy = _load(args.policy)
+        documents = read_manifest_files(args.files, sys.stdin)
+    except (PolicyError, ManifestError) as error:
+        return _usage_error(str(error))
+    report = evaluate(Engine(policy), documents)
+    sys.stdout.write(_render(report, args.output))
+    return OK if report.allowed else DENIED
+
+
+def _render(report: Report, output: str) -> str:
+    if output == "json":
+        return json.dumps(report_data(report), indent=2, ensure_ascii=False) + "\n"
+    if output == "yaml":
+        return dump_yaml(report_data(report))
+    return report_text(report)
+
+
+def _explain(args: argparse.Namespace) -> int:
+    try:
+        policy = _load(args.policy)
+        documents = read_manifest_files([args.file], sys.stdin)
+    except (PolicyError, ManifestError) as error:
+        return _usage_error(str(error))
+    if len(documents) != 1:
+        return _usage_error(
+            f"explain takes one object; {args.file} holds {len(documents)} "
+            "(gpu-admission check takes several)"
+        )
+    report = evaluate(Engine(policy), documents)
+    for skipped in report.skipped:
+        print(f"{skipped.object.describe}: nothing to explain, {skipped.reason}")
+    print("\n".join(explain(p) for p in report.pods), end="")
+    return OK if report.allowed else DENIED
+
+
+def _policy_schema(args: argparse.Namespace) -> int:
+    text = policy_schema_text()
+    if args.output == "-":
+        sys.stdout.write(text)
+        return OK
+    path = Path(args.output) if args.output else shipped_schema_path()
+    try:
+        path.write_text(text, "utf-8")
+    except OSError as error:
+        return _usage_error(f"cannot write {path}: {error}")
+    print(f"wrote {path}")
+    return OK
+
+
+def _policy_test(args: argparse.Namespace) -> int:
+    directory: Path = args.directory
+    if not directory.is_dir():
+        return _usage_error(f"{directory}: not a directory")
+    if not case_files(directory):
+        return _usage_error(f"{directory}: no test cases (*.yaml)")
+    try:
+        policy = _load(args.policy)
+    except PolicyError as error:
+        return _usage_error(str(error))
+    passed = failed = 0
+    for result in run_cases(Engine(policy), directory):
+        if result.passed:
+            passed += 1
+            print(f"PASS {result.name}")
+        else:
+            failed += 1
+            print(f"FAIL {result.name}: {'; '.join(result.problems)}")
+    print(f"{passed + failed} cases: {passed} passed, {failed} failed")
+    return DENIED if failed else OK
+
+
+def _load(path: Path | None) -> Policy:
+    return load_default_policy() if path is None else load_policy_file(path)
+
+
+def _usage_error(message: str) -> int:
+    print(f"gpu-admission: {message}", file=sys.stderr)
+    return USAGE
