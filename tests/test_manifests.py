@@ -326,14 +326,22 @@ def base(rendered: dict[str, Objects]) -> Objects:
     return rendered["deploy"]
 
 
+def webhooks(base: Objects) -> list[dict[str, Any]]:
+    """Every webhook of both configurations (pods, and workloads' templates)."""
+    return [
+        hook
+        for configuration in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+        for hook in one(base, configuration)["webhooks"]
+    ]
+
+
 def test_the_namespace_is_not_opted_in_so_our_webhooks_never_see_it(base: Objects) -> None:
     labels = one(base, "Namespace", NAMESPACE)["metadata"]["labels"]
     key, value = load_default_policy().namespace_opt_in
 
     assert labels.get(key) != value
     assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
-    for configuration in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
-        [hook] = one(base, configuration)["webhooks"]
+    for hook in webhooks(base):
         assert {
             "key": "kubernetes.io/metadata.name",
             "operator": "NotIn",
@@ -491,8 +499,7 @@ def test_the_service_sends_the_webhooks_port_to_the_containers_https_port(
     assert service["ports"] == [
         {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}
     ]
-    for configuration in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
-        [hook] = one(base, configuration)["webhooks"]
+    for hook in webhooks(base):
         target = hook["clientConfig"]["service"]
         assert (target["name"], target["namespace"], target["port"]) == (
             "gpu-admission",

@@ -6,6 +6,7 @@ in the end-to-end tests; here we check the shape and the scope.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -90,3 +91,49 @@ def test_failure_policy_is_explicit_and_timeout_small(rendered: Any) -> None:
     for configuration in rendered:
         hook = configuration["webhooks"][0]
         assert (hook["failurePolicy"], hook["timeoutSeconds"]) == ("Fail", 3)
+
+
+def test_workloads_have_a_validating_webhook_of_their_own_at_create_and_update(
+    rendered: Any,
+) -> None:
+    pods, workloads = rendered[1]["webhooks"]
+    assert (pods["name"], workloads["name"]) == (
+        "validate.gpu-admission.io",
+        "validate-workloads.gpu-admission.io",
+    )
+    assert workloads["clientConfig"]["url"] == "https://127.0.0.1:9443/validate"
+    assert [(r["apiGroups"], r["apiVersions"], r["resources"]) for r in workloads["rules"]] == [
+        (["apps"], ["v1"], ["deployments", "statefulsets", "daemonsets", "replicasets"]),
+        (["batch"], ["v1"], ["jobs", "cronjobs"]),
+        (["kubeflow.org"], ["*"], ["pytorchjobs", "tfjobs", "mpijobs"]),
+        (["ray.io"], ["*"], ["rayclusters", "rayjobs"]),
+        (["jobset.x-k8s.io"], ["*"], ["jobsets"]),
+        (["leaderworkerset.x-k8s.io"], ["*"], ["leaderworkersets"]),
+    ]
+    assert {tuple(r["operations"]) for r in workloads["rules"]} == {("CREATE", "UPDATE")}
+    assert (workloads["failurePolicy"], workloads["namespaceSelector"]) == (
+        "Fail",
+        pods["namespaceSelector"],
+    )
+
+
+def test_the_workload_condition_looks_into_each_kinds_templates(rendered: Any) -> None:
+    [condition] = rendered[1]["webhooks"][1]["matchConditions"]
+    expression = condition["expression"]
+    assert condition["name"] == "gpu-relevant-template"
+    for part in (
+        "has(object.spec.template) && ((has(object.spec.template.metadata)",
+        "has(object.spec.jobTemplate.spec.template) && ",
+        "object.spec.pytorchReplicaSpecs.exists(k0, [type(k0) == string ? ",
+        "'gpu-admission.io/workload' in object.spec.leaderWorkerTemplate.workerTemplate",
+        "(object.kind == 'CronJob' && object.apiVersion.startsWith('batch/'))",
+        "startsWith('nvidia.com/')",
+    ):
+        assert part in expression
+
+
+def test_a_policy_without_workload_kinds_still_covers_the_built_in_controllers() -> None:
+    policy = dataclasses.replace(POLICY, workload_kinds=())
+    _, validating = render_webhook_configurations(policy, Endpoint(ca_bundle="x", url="u"))
+    rules = validating["webhooks"][1]["rules"]
+    assert [r["apiGroups"] for r in rules] == [["apps"], ["batch"]]

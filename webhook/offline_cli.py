@@ -30,7 +30,8 @@ OUTPUTS = ("text", "json", "yaml")
 
 CHECK_EPILOG = """\
 Each Pod, and each pod template of a Deployment, StatefulSet, DaemonSet,
-ReplicaSet, Job or CronJob, is judged as at CREATE in an opted-in namespace:
+ReplicaSet, Job, CronJob or a kind of the policy's workloadKinds (PyTorchJob,
+RayCluster, JobSet, ... by default), is judged as at CREATE in an opted-in namespace:
 requests defaulted from limits, mutated, the patch applied, then validated.
 Other kinds are reported as skipped. --output json|yaml prints a CheckReport
 (structure documented in webhook/offline/report_data.py).

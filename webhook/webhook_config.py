@@ -10,7 +10,12 @@ the tests prove:
 - matchConditions (CEL) send only pods the policy can have an opinion on: a
   workload label, a `nvidia.com/` resource, a toleration that could match a GPU
   pool's taint, or the visible-devices variable. Every other pod is admitted
-  without calling us, even when we are down.
+  without calling us, even when we are down;
+- workloads (Deployment ... CronJob, and the policy's kinds such as PyTorchJob)
+  go to a validating webhook of their own, at CREATE and UPDATE, whose
+  condition looks for the same markers in their pod templates
+  (webhook.template_conditions). Rules for kinds a cluster does not serve are
+  accepted by kube-apiserver and simply never match.
 """
 
 from __future__ import annotations
@@ -18,17 +23,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.engine.templates import CONTROLLER_KINDS
 from webhook.policy import Policy
+from webhook.template_conditions import workload_condition
 
 NAME = "gpu-admission"
 MUTATING_WEBHOOK = "mutate.gpu-admission.io"
 VALIDATING_WEBHOOK = "validate.gpu-admission.io"
+WORKLOAD_WEBHOOK = "validate-workloads.gpu-admission.io"
 ALWAYS_EXEMPT_NAMESPACES = ("kube-system", "kube-node-lease")
 
-# Fail closed on both: within its scope (opted-in namespaces, GPU-relevant
+# Fail closed on every webhook: within its scope (opted-in namespaces, GPU-relevant
 # pods), a pod admitted without our mutation would run at priority 0 on no
 # pool, and without validation could borrow priorities or see every GPU.
 # The narrow scope above is what keeps fail-closed from blocking the cluster.
+# Workloads fail closed too: their pods would be refused at creation anyway.
 FAILURE_POLICY = "Fail"
 
 
@@ -56,20 +65,21 @@ class Endpoint:
         return config
 
 
-def gpu_relevance_condition(policy: Policy) -> str:
-    """CEL: true for a pod the policy can have an opinion on."""
+def gpu_relevance_condition(policy: Policy, root: str = "object") -> str:
+    """CEL: true for a pod (or the pod template at `root`) the policy can have an opinion on."""
     prefix = policy.gpu_resource.split("/")[0] + "/"
     env = policy.visible_devices_env
+    spec = f"{root}.spec"
     container_lists = ("containers", "initContainers", "ephemeralContainers")
     named_ours = f"exists(r, r.startsWith('{prefix}'))"
     resource_checks = " || ".join(
-        f"(has(object.spec.{lst}) && object.spec.{lst}.exists(c, has(c.resources) && "
+        f"(has({spec}.{lst}) && {spec}.{lst}.exists(c, has(c.resources) && "
         f"((has(c.resources.limits) && c.resources.limits.{named_ours}) || "
         f"(has(c.resources.requests) && c.resources.requests.{named_ours}))))"
         for lst in container_lists[:2]
     )
     env_checks = " || ".join(
-        f"(has(object.spec.{lst}) && object.spec.{lst}.exists(c, has(c.env) && "
+        f"(has({spec}.{lst}) && {spec}.{lst}.exists(c, has(c.env) && "
         f"c.env.exists(e, e.name == '{env}')))"
         for lst in container_lists
     )
@@ -78,17 +88,15 @@ def gpu_relevance_condition(policy: Policy) -> str:
     # match a GPU pool's taint (or every taint) make a pod our business.
     taint_keys = ", ".join(f"'{key}'" for key in dict.fromkeys(t.key for t in policy.gpu_taints))
     toleration_check = (
-        "(has(object.spec.tolerations) && object.spec.tolerations.exists(t, "
+        f"(has({spec}.tolerations) && {spec}.tolerations.exists(t, "
         f"!has(t.key) || t.key == '' || t.key in [{taint_keys}]))"
     )
-    return " || ".join(
-        [
-            f"(has(object.metadata.labels) && '{policy.workload_label}' in object.metadata.labels)",
-            resource_checks,
-            toleration_check,
-            env_checks,
-        ]
+    labelled = (
+        f"(has({root}.metadata) && has({root}.metadata.labels) && "
+        f"'{policy.workload_label}' in {root}.metadata.labels)"
     )
+    spec_checks = " || ".join([resource_checks, toleration_check, env_checks])
+    return f"{labelled} || (has({spec}) && ({spec_checks}))"
 
 
 def namespace_selector(policy: Policy, own_namespace: str | None) -> dict[str, Any]:
@@ -110,15 +118,15 @@ def _webhook(
     endpoint: Endpoint,
     own_namespace: str | None,
     timeout_seconds: int,
+    condition: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
+    condition_name, expression = condition or ("gpu-relevant-pod", gpu_relevance_condition(policy))
     return {
         "name": name,
         "clientConfig": endpoint.client_config(path),
         "rules": rules,
         "namespaceSelector": namespace_selector(policy, own_namespace),
-        "matchConditions": [
-            {"name": "gpu-relevant-pod", "expression": gpu_relevance_condition(policy)}
-        ],
+        "matchConditions": [{"name": condition_name, "expression": expression}],
         "failurePolicy": FAILURE_POLICY,
         "sideEffects": "None",
         "admissionReviewVersions": ["v1"],
@@ -135,6 +143,33 @@ def _pod_rule(operations: list[str], resource: str = "pods") -> dict[str, Any]:
         "resources": [resource],
         "scope": "Namespaced",
     }
+
+
+def workload_rules(policy: Policy) -> list[dict[str, Any]]:
+    """CREATE and UPDATE of the built-in controllers and the policy's workload kinds, by group."""
+    resources: dict[tuple[str, str], list[str]] = {}
+    for kind in CONTROLLER_KINDS:
+        resources.setdefault((kind.group, "v1"), []).append(kind.resource)
+    for kind in policy.workload_kinds:
+        resources.setdefault((kind.group, "*"), []).append(kind.resource)
+    return [
+        {
+            "operations": ["CREATE", "UPDATE"],
+            "apiGroups": [group],
+            "apiVersions": [version],
+            "resources": names,
+            "scope": "Namespaced",
+        }
+        for (group, version), names in resources.items()
+    ]
+
+
+def workload_relevance_condition(policy: Policy) -> str:
+    """CEL: true for a workload with a pod template the policy can have an opinion on."""
+    return workload_condition(
+        (*CONTROLLER_KINDS, *policy.workload_kinds),
+        lambda template: gpu_relevance_condition(policy, template),
+    )
 
 
 def render_webhook_configurations(
@@ -165,6 +200,16 @@ def render_webhook_configurations(
         own_namespace,
         timeout_seconds,
     )
+    workload_hook = _webhook(
+        WORKLOAD_WEBHOOK,
+        "/validate",
+        workload_rules(policy),
+        policy,
+        endpoint,
+        own_namespace,
+        timeout_seconds,
+        ("gpu-relevant-template", workload_relevance_condition(policy)),
+    )
     metadata = {"name": name, "labels": {"app.kubernetes.io/name": "gpu-admission"}}
     return (
         {
@@ -177,6 +222,6 @@ def render_webhook_configurations(
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingWebhookConfiguration",
             "metadata": dict(metadata),
-            "webhooks": [validating_hook],
+            "webhooks": [validating_hook, workload_hook],
         },
     )

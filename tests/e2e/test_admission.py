@@ -118,22 +118,18 @@ def test_every_denied_example_has_its_expected_message() -> None:
     assert sorted(p.name for p in (EXAMPLES / "denied").glob("*.yaml")) == sorted(DENIALS)
 
 
-def test_a_deployment_of_rejected_pods_shows_the_denial_in_its_replicaset_events(
+def test_a_deployment_of_rejected_pods_is_refused_at_apply(
     controlplane: ControlPlane, opted_in: str
 ) -> None:
     deployment = yaml.safe_load(example("inference-deployment.yaml"))
     deployment["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] = {
         "nvidia.com/gpu": 9
     }
-    controlplane.apply(json.dumps(deployment), namespace=opted_in)
+    result = controlplane.apply(json.dumps(deployment), namespace=opted_in, check=False)
 
-    replica_set = controlplane.wait_for(
-        lambda: controlplane.list_json("replicasets", opted_in, "app=llm-server"),
-        what="the Deployment's ReplicaSet",
-    )[0]["metadata"]["name"]
-    event = controlplane.wait_for_event(opted_in, replica_set, "FailedCreate")
-
-    assert "requests 9 nvidia.com/gpu" in event["message"]
+    assert result.returncode != 0
+    assert "requests 9 nvidia.com/gpu" in result.stderr
+    assert not controlplane.list_json("replicasets", opted_in)
 
 
 def test_a_namespace_without_the_opt_in_label_is_untouched(

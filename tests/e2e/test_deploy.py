@@ -36,6 +36,8 @@ CONFIGURATIONS = {
     "mutatingwebhookconfiguration": "/mutate",
     "validatingwebhookconfiguration": "/validate",
 }
+WEBHOOK_COUNTS = {"mutatingwebhookconfiguration": 1, "validatingwebhookconfiguration": 2}
+"""Pods are mutated; pods and workloads' templates are validated, by a webhook each."""
 DENIED = 'admission webhook "validate.gpu-admission.io" denied the request'
 
 
@@ -79,33 +81,29 @@ def pointed_at(controlplane: ControlPlane, server: WebhookServer) -> Iterator[No
         kind: controlplane.get_json(kind, "gpu-admission") for kind in CONFIGURATIONS
     }
     for kind, path in CONFIGURATIONS.items():
-        patch(
-            controlplane,
-            kind,
-            [
-                {"op": "remove", "path": "/webhooks/0/clientConfig/service"},
-                {"op": "add", "path": "/webhooks/0/clientConfig/url", "value": server.url + path},
-                {
-                    "op": "add",
-                    "path": "/webhooks/0/clientConfig/caBundle",
-                    "value": server.ca_bundle,
-                },
-            ],
-        )
+        operations = []
+        for index in range(len(applied_configs[kind]["webhooks"])):
+            client_config = f"/webhooks/{index}/clientConfig"
+            operations += [
+                {"op": "remove", "path": f"{client_config}/service"},
+                {"op": "add", "path": f"{client_config}/url", "value": server.url + path},
+                {"op": "add", "path": f"{client_config}/caBundle", "value": server.ca_bundle},
+            ]
+        patch(controlplane, kind, operations)
     try:
         yield
     finally:
         for kind, configuration in applied_configs.items():
-            service = configuration["webhooks"][0]["clientConfig"]["service"]
-            patch(
-                controlplane,
-                kind,
-                [
-                    {"op": "remove", "path": "/webhooks/0/clientConfig/url"},
-                    {"op": "remove", "path": "/webhooks/0/clientConfig/caBundle"},
-                    {"op": "add", "path": "/webhooks/0/clientConfig/service", "value": service},
-                ],
-            )
+            restore = []
+            for index, hook in enumerate(configuration["webhooks"]):
+                client_config = f"/webhooks/{index}/clientConfig"
+                service = hook["clientConfig"]["service"]
+                restore += [
+                    {"op": "remove", "path": f"{client_config}/url"},
+                    {"op": "remove", "path": f"{client_config}/caBundle"},
+                    {"op": "add", "path": f"{client_config}/service", "value": service},
+                ]
+            patch(controlplane, kind, restore)
 
 
 def test_every_object_kustomize_renders_is_stored_without_a_pod_security_warning(
@@ -120,18 +118,20 @@ def test_every_object_kustomize_renders_is_stored_without_a_pod_security_warning
 def test_the_stored_webhooks_are_the_rendered_ones_without_a_ca_bundle(
     controlplane: ControlPlane, applied: CompletedProcess[str]
 ) -> None:
-    for kind in CONFIGURATIONS:
-        [hook] = controlplane.get_json(kind, "gpu-admission")["webhooks"]
-        assert hook["clientConfig"] == {
-            "service": {
-                "name": "gpu-admission",
-                "namespace": NAMESPACE,
-                "path": CONFIGURATIONS[kind],
-                "port": 443,
+    for kind, count in WEBHOOK_COUNTS.items():
+        hooks = controlplane.get_json(kind, "gpu-admission")["webhooks"]
+        assert len(hooks) == count, kind
+        for hook in hooks:
+            assert hook["clientConfig"] == {
+                "service": {
+                    "name": "gpu-admission",
+                    "namespace": NAMESPACE,
+                    "path": CONFIGURATIONS[kind],
+                    "port": 443,
+                }
             }
-        }
-        assert hook["failurePolicy"] == "Fail"
-        assert hook["timeoutSeconds"] == 3
+            assert hook["failurePolicy"] == "Fail"
+            assert hook["timeoutSeconds"] == 3
 
 
 SERVICE_ACCOUNT = f"system:serviceaccount:{NAMESPACE}:gpu-admission"
@@ -230,18 +230,22 @@ def test_pointed_at_the_webhook_process_the_applied_webhooks_mutate_and_validate
 def test_reapplying_the_base_keeps_the_ca_bundle_that_install_or_cert_manager_set(
     controlplane: ControlPlane, applied: CompletedProcess[str], admission: WebhookServer
 ) -> None:
-    add = [{"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": admission.ca_bundle}]
-    for kind in CONFIGURATIONS:
+    bundle = "clientConfig/caBundle"
+    for kind, count in WEBHOOK_COUNTS.items():
+        add = [
+            {"op": "add", "path": f"/webhooks/{i}/{bundle}", "value": admission.ca_bundle}
+            for i in range(count)
+        ]
         patch(controlplane, kind, add)
     try:
         controlplane.kubectl("apply", "-k", str(DEPLOY))
 
         for kind in CONFIGURATIONS:
-            [hook] = controlplane.get_json(kind, "gpu-admission")["webhooks"]
-            assert hook["clientConfig"].get("caBundle") == admission.ca_bundle
+            for hook in controlplane.get_json(kind, "gpu-admission")["webhooks"]:
+                assert hook["clientConfig"].get("caBundle") == admission.ca_bundle
     finally:
-        remove = [{"op": "remove", "path": "/webhooks/0/clientConfig/caBundle"}]
-        for kind in CONFIGURATIONS:
+        for kind, count in WEBHOOK_COUNTS.items():
+            remove = [{"op": "remove", "path": f"/webhooks/{i}/{bundle}"} for i in range(count)]
             patch(controlplane, kind, remove)
 
 

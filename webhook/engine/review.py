@@ -6,6 +6,11 @@ the plain mapping it arrived as; the patch is computed against it.
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
+import jsonpatch
+
 from webhook.engine.decision import Decision, Violation, allow, deny, malformed
 from webhook.engine.mutate import mutate_pod
 from webhook.engine.placement import reach_of
@@ -22,6 +27,8 @@ from webhook.engine.rules.priority import check_priority
 from webhook.engine.rules.quantities import check_quantities
 from webhook.engine.rules.visibility import check_visible_devices
 from webhook.engine.rules.workload_class import missing_class, unknown_class
+from webhook.engine.templates import POD, TemplateKind, template_kind, template_kinds
+from webhook.engine.workloads import template_violations
 from webhook.errors import MalformedObject
 from webhook.policy.compiled import Policy
 
@@ -29,6 +36,7 @@ from webhook.policy.compiled import Policy
 class Engine:
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
+        self.kinds = template_kinds(policy)
 
     def mutate(self, request: AdmissionRequest) -> Decision:
         """Inject what a workload pod needs; everything that is not a pod CREATE passes."""
@@ -44,13 +52,14 @@ class Engine:
             return malformed(str(error))
 
     def validate(self, request: AdmissionRequest) -> Decision:
-        """Refuse pods that break a rule, with every reason at once."""
+        """Refuse pods and workloads whose pods break a rule, with every reason at once."""
         if request.is_ephemeral_containers_update:
             check = self._ephemeral_containers
         elif request.is_pod_create:
             check = self.pod_violations
         else:
-            return allow()
+            kind = self._workload_kind(request)
+            return allow() if kind is None else self._validate_workload(request, kind)
         try:
             pod = read_pod(request.object, self.policy)
             violations = check(pod)
@@ -82,6 +91,39 @@ class Engine:
         violations += check_priority(pod, workload)
         return violations
 
+    def created_pod_violations(self, obj: dict[str, Any]) -> list[Violation]:
+        """The violations of a pod as it will be admitted: after our mutation at its CREATE."""
+        pod = read_pod(obj, self.policy)
+        workload = self.policy.classes.get(pod.labels.get(self.policy.workload_label, ""))
+        if workload is None:
+            return self.pod_violations(pod)
+        patch = mutate_pod(self.policy, pod, workload)
+        if not patch:
+            return self.pod_violations(pod)
+        return self.pod_violations(read_pod(jsonpatch.apply_patch(obj, patch), self.policy))
+
+    def _workload_kind(self, request: AdmissionRequest) -> TemplateKind | None:
+        if request.operation not in ("CREATE", "UPDATE") or request.subresource:
+            return None
+        if not isinstance(request.object, dict):
+            return None
+        kind = template_kind(request.object, self.kinds)
+        return None if kind is POD else kind
+
+    def _validate_workload(self, request: AdmissionRequest, kind: TemplateKind) -> Decision:
+        try:
+            found = template_violations(
+                request.object, request.old_object, kind, self.created_pod_violations
+            )
+        except MalformedObject as error:
+            return malformed(str(error))
+        if not found:
+            return allow()
+        subject = f"gpu-admission denied {kind.kind} {_workload_name(request)!r}"
+        decision = deny([v for t in found for v in t.violations], subject)
+        message = f"{subject} " + "; ".join(t.describe() for t in found)
+        return dataclasses.replace(decision, message=message)
+
     def _ephemeral_containers(self, pod: PodView) -> list[Violation]:
         return check_visible_devices(self.policy, pod.ephemeral_containers)
 
@@ -95,4 +137,12 @@ def _requested_resources(policy: Policy, pod: PodView) -> list[str]:
 
 def _name(request: AdmissionRequest, pod: PodView) -> str:
     name = request.name or pod.name
+    return f"{request.namespace}/{name}" if request.namespace else name
+
+
+def _workload_name(request: AdmissionRequest) -> str:
+    metadata = request.object.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    name = request.name or metadata.get("name") or metadata.get("generateName") or ""
+    name = name if isinstance(name, str) else ""
     return f"{request.namespace}/{name}" if request.namespace else name

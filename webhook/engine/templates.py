@@ -14,39 +14,36 @@ changed; only what defaulting changes is copied.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from webhook.engine.patch import escape
 from webhook.errors import MalformedObject
+from webhook.policy.compiled import Policy
+from webhook.policy.compiled import TemplateKind as TemplateKind
 
 WILDCARD = "*"
 DEFAULTED_CONTAINER_LISTS = ("initContainers", "containers")
 """The lists whose requests kube-apiserver defaults from limits (ephemeral ones have none)."""
 
 
-@dataclass(frozen=True, slots=True)
-class TemplateKind:
-    """A kind of object holding pod templates, and where it holds them."""
+POD = TemplateKind("", "Pod", ("",), "pods")
 
-    group: str
-    """The API group; empty for the core group."""
-    kind: str
-    paths: tuple[str, ...]
-    """JSON-pointer patterns of its pod templates; `*` matches every key or item."""
-
-
-POD = TemplateKind("", "Pod", ("",))
-
-BUILT_IN_KINDS: tuple[TemplateKind, ...] = (
-    POD,
-    TemplateKind("apps", "Deployment", ("/spec/template",)),
-    TemplateKind("apps", "StatefulSet", ("/spec/template",)),
-    TemplateKind("apps", "DaemonSet", ("/spec/template",)),
-    TemplateKind("apps", "ReplicaSet", ("/spec/template",)),
-    TemplateKind("batch", "Job", ("/spec/template",)),
-    TemplateKind("batch", "CronJob", ("/spec/jobTemplate/spec/template",)),
+CONTROLLER_KINDS: tuple[TemplateKind, ...] = (
+    TemplateKind("apps", "Deployment", ("/spec/template",), "deployments"),
+    TemplateKind("apps", "StatefulSet", ("/spec/template",), "statefulsets"),
+    TemplateKind("apps", "DaemonSet", ("/spec/template",), "daemonsets"),
+    TemplateKind("apps", "ReplicaSet", ("/spec/template",), "replicasets"),
+    TemplateKind("batch", "Job", ("/spec/template",), "jobs"),
+    TemplateKind("batch", "CronJob", ("/spec/jobTemplate/spec/template",), "cronjobs"),
 )
+"""The built-in controllers, all at version v1."""
+
+BUILT_IN_KINDS: tuple[TemplateKind, ...] = (POD, *CONTROLLER_KINDS)
+
+
+def template_kinds(policy: Policy) -> tuple[TemplateKind, ...]:
+    """The built-in kinds and the policy's workload kinds (PyTorchJob, RayCluster, ...)."""
+    return (*BUILT_IN_KINDS, *policy.workload_kinds)
 
 
 def api_group(api_version: Any) -> str:

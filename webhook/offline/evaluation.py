@@ -18,7 +18,6 @@ import jsonpatch
 from webhook.engine import AdmissionRequest, Engine
 from webhook.engine.pod import read_pod
 from webhook.engine.templates import (
-    BUILT_IN_KINDS,
     TemplateKind,
     pod_from_template,
     pod_templates,
@@ -99,8 +98,10 @@ class Report:
 def evaluate(
     engine: Engine,
     documents: Iterable[Document],
-    kinds: tuple[TemplateKind, ...] = BUILT_IN_KINDS,
+    kinds: tuple[TemplateKind, ...] | None = None,
 ) -> Report:
+    """Judge every pod and pod template; `kinds` defaults to the built-ins and the policy's."""
+    kinds = engine.kinds if kinds is None else kinds
     pods: list[PodEvaluation] = []
     skipped: list[SkippedObject] = []
     for document in documents:

@@ -10,6 +10,9 @@ from webhook.errors import PolicyError
 from webhook.policy import compiled, model
 from webhook.policy.catalog import MigCatalog
 
+BUILT_IN_GROUPS = ("", "apps", "batch")
+"""Pods and the controllers of these groups have their templates known without a policy."""
+
 
 def compile_policy(spec: model.PolicySpec, catalog: MigCatalog, source: str) -> compiled.Policy:
     pools = {
@@ -47,6 +50,28 @@ def compile_policy(spec: model.PolicySpec, catalog: MigCatalog, source: str) -> 
         classes=classes,
         node_kinds=node_kinds,
         gpu_taints=_unique(t for pool in pools.values() for t in pool.taints),
+        workload_kinds=_compile_workload_kinds(spec.workload_kinds, source),
+    )
+
+
+def _compile_workload_kinds(
+    kinds: list[model.WorkloadKind], source: str
+) -> tuple[compiled.TemplateKind, ...]:
+    seen: set[tuple[str, str]] = set()
+    for index, kind in enumerate(kinds):
+        if kind.group in BUILT_IN_GROUPS:
+            raise PolicyError(
+                source,
+                f"workloadKinds[{index}].group",
+                f"the kinds of group {kind.group!r} are built in; list only custom kinds",
+            )
+        if (kind.group, kind.kind) in seen:
+            raise PolicyError(
+                source, f"workloadKinds[{index}]", f"{kind.group} {kind.kind} is listed twice"
+            )
+        seen.add((kind.group, kind.kind))
+    return tuple(
+        compiled.TemplateKind(k.group, k.kind, tuple(k.template_paths), k.resource) for k in kinds
     )
 
 

@@ -98,6 +98,19 @@ class WorkloadClass:
 
 
 @dataclass(frozen=True, slots=True)
+class TemplateKind:
+    """A kind of object holding pod templates, and where it holds them."""
+
+    group: str
+    """The API group; empty for the core group."""
+    kind: str
+    paths: tuple[str, ...]
+    """JSON-pointer patterns of its pod templates; `*` matches every key or item."""
+    resource: str = ""
+    """The plural resource name webhook rules match, e.g. `pytorchjobs`."""
+
+
+@dataclass(frozen=True, slots=True)
 class Policy:
     source: str
     workload_label: str
@@ -113,6 +126,8 @@ class Policy:
     node_kinds: tuple[NodeKind, ...]
     gpu_taints: tuple[Taint, ...] = field(default=())
     """The taints of every GPU pool, once each."""
+    workload_kinds: tuple[TemplateKind, ...] = field(default=())
+    """Custom workload kinds (PyTorchJob, RayCluster, ...) whose pod templates are judged."""
 
     def pools_of(self, workload_class: WorkloadClass) -> list[Pool]:
         return [self.pools[name] for name in workload_class.pools]

@@ -15,6 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 LABEL_KEY_PATTERN = r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+KIND_PATTERN = r"^[A-Z][A-Za-z0-9]*$"
+TEMPLATE_PATH_PATTERN = r"^(/([A-Za-z_][A-Za-z0-9_]*|\*))+$"
+"""Field names CEL can select (`object.spec.template`) and `*` wildcards."""
 
 LabelKey = str
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
@@ -117,6 +121,80 @@ class WorkloadClass(StrictModel):
     co_location: CoLocation | None = Field(default=None, alias="coLocation")
 
 
+class WorkloadKind(StrictModel):
+    """A custom kind holding pod templates, judged like a Deployment's."""
+
+    group: str = Field(pattern=DNS_SUBDOMAIN_PATTERN)
+    kind: str = Field(pattern=KIND_PATTERN)
+    resource: str = Field(
+        pattern=NAME_PATTERN, description="plural resource name, e.g. pytorchjobs"
+    )
+    template_paths: list[str] = Field(
+        alias="templatePaths",
+        min_length=1,
+        description="JSON pointers of its pod templates; `*` matches every key or item",
+    )
+
+    @field_validator("template_paths")
+    @classmethod
+    def _paths_are_pointers(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            if not re.fullmatch(TEMPLATE_PATH_PATTERN, path):
+                raise ValueError(
+                    f"template path {path!r} must be a JSON pointer of field names and `*`, "
+                    "e.g. /spec/workerGroupSpecs/*/template"
+                )
+        return paths
+
+
+def _kubeflow(kind: str, replica_specs: str) -> WorkloadKind:
+    return WorkloadKind(
+        group="kubeflow.org",
+        kind=kind,
+        resource=f"{kind.lower()}s",
+        templatePaths=[f"/spec/{replica_specs}/*/template"],
+    )
+
+
+def default_workload_kinds() -> list[WorkloadKind]:
+    """The pod templates of common ML workload kinds; a cluster without a kind never sends it."""
+    return [
+        _kubeflow("PyTorchJob", "pytorchReplicaSpecs"),
+        _kubeflow("TFJob", "tfReplicaSpecs"),
+        _kubeflow("MPIJob", "mpiReplicaSpecs"),
+        WorkloadKind(
+            group="ray.io",
+            kind="RayCluster",
+            resource="rayclusters",
+            templatePaths=["/spec/headGroupSpec/template", "/spec/workerGroupSpecs/*/template"],
+        ),
+        WorkloadKind(
+            group="ray.io",
+            kind="RayJob",
+            resource="rayjobs",
+            templatePaths=[
+                "/spec/rayClusterSpec/headGroupSpec/template",
+                "/spec/rayClusterSpec/workerGroupSpecs/*/template",
+            ],
+        ),
+        WorkloadKind(
+            group="jobset.x-k8s.io",
+            kind="JobSet",
+            resource="jobsets",
+            templatePaths=["/spec/replicatedJobs/*/template/spec/template"],
+        ),
+        WorkloadKind(
+            group="leaderworkerset.x-k8s.io",
+            kind="LeaderWorkerSet",
+            resource="leaderworkersets",
+            templatePaths=[
+                "/spec/leaderWorkerTemplate/leaderTemplate",
+                "/spec/leaderWorkerTemplate/workerTemplate",
+            ],
+        ),
+    ]
+
+
 class PolicySpec(StrictModel):
     api_version: Literal["gpu-admission.io/v1alpha1"] = Field(alias="apiVersion")
     kind: Literal["Policy"]
@@ -129,3 +207,12 @@ class PolicySpec(StrictModel):
     )
     pools: dict[str, Pool] = Field(min_length=1)
     classes: dict[str, WorkloadClass] = Field(min_length=1)
+    workload_kinds: list[WorkloadKind] = Field(
+        default_factory=default_workload_kinds,
+        alias="workloadKinds",
+        description=(
+            "custom kinds whose pod templates are validated, besides Deployment, StatefulSet, "
+            "DaemonSet, ReplicaSet, Job and CronJob; defaults to Kubeflow, Ray, JobSet and "
+            "LeaderWorkerSet kinds, and replaces them when set"
+        ),
+    )

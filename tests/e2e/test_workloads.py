@@ -1,0 +1,292 @@
+"""Workload controllers through kubectl apply: bad pod templates fail at once.
+
+A Deployment, Job, CronJob or PyTorchJob whose pod template breaks a rule is
+refused by `validate-workloads.gpu-admission.io` when it is applied, with the
+kind, the name and the template's path; valid ones are stored and their pods
+are mutated at creation as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from .admission_fixtures import example
+from .controlplane import ControlPlane
+
+DENIED = 'admission webhook "validate-workloads.gpu-admission.io" denied the request'
+TOO_MANY = "requests 9 nvidia.com/gpu; the largest node in pool training has 8"
+NO_CLASS = "has no label gpu-admission.io/workload"
+BORROWED = "training pod uses priorityClassName 'inference-priority'"
+
+
+def crd(group: str, kind: str, version: str) -> dict[str, Any]:
+    """A CustomResourceDefinition that stores anything, as an operator's CRD would for us."""
+    plural = f"{kind.lower()}s"
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
+            "versions": [
+                {
+                    "name": version,
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+@contextlib.contextmanager
+def custom_kind(controlplane: ControlPlane, definition: dict[str, Any]) -> Iterator[None]:
+    """The kind served by the test apiserver (without its operator) until the block ends."""
+    name = definition["metadata"]["name"]
+    controlplane.apply(json.dumps(definition))
+    try:
+        controlplane.kubectl("wait", "--for=condition=Established", "--timeout=30s", f"crd/{name}")
+        controlplane.wait_for(
+            lambda: controlplane.kubectl("get", name, check=False).returncode == 0,
+            what=f"{name} in discovery",
+        )
+        yield
+    finally:
+        controlplane.kubectl("delete", "crd", name, "--wait=true")
+
+
+def training_template(limits: dict[str, Any], **labels: str) -> dict[str, Any]:
+    return {
+        "metadata": {"labels": labels},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "trainer",
+                    "image": "registry.example/t:1",
+                    "resources": {"limits": limits},
+                }
+            ],
+        },
+    }
+
+
+TRAINING = {"gpu-admission.io/workload": "training"}
+
+
+def deployment(gpus: int) -> str:
+    manifest = yaml.safe_load(example("inference-deployment.yaml"))
+    manifest["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] = {
+        "nvidia.com/gpu": gpus
+    }
+    return json.dumps(manifest)
+
+
+def job(template: dict[str, Any]) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "train"},
+            "spec": {"template": template},
+        }
+    )
+
+
+def cron_job(template: dict[str, Any]) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "CronJob",
+            "metadata": {"name": "nightly"},
+            "spec": {
+                "schedule": "0 0 1 1 *",
+                "jobTemplate": {"spec": {"template": template}},
+            },
+        }
+    )
+
+
+def pytorch_job(worker: dict[str, Any]) -> str:
+    master = training_template({"nvidia.com/gpu": 1}, **TRAINING)
+    return json.dumps(
+        {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "metadata": {"name": "bert"},
+            "spec": {
+                "pytorchReplicaSpecs": {
+                    "Master": {"replicas": 1, "template": master},
+                    "Worker": {"replicas": 2, "template": worker},
+                }
+            },
+        }
+    )
+
+
+def assert_denied(result: Any, *parts: str) -> None:
+    assert result.returncode != 0, result.stdout
+    assert DENIED in result.stderr
+    for part in parts:
+        assert part in result.stderr
+
+
+def test_a_deployment_whose_pods_would_be_refused_fails_at_apply(
+    controlplane: ControlPlane, opted_in: str
+) -> None:
+    result = controlplane.apply(deployment(9), namespace=opted_in, check=False)
+
+    assert_denied(
+        result,
+        f"Deployment '{opted_in}/llm-server' template (spec.template):",
+        "requests 9 nvidia.com/gpu; the largest node in pool inference has 8",
+    )
+    assert not controlplane.exists("deployment", "llm-server", opted_in)
+
+
+def test_a_job_whose_gpu_pods_have_no_class_fails_at_apply(
+    controlplane: ControlPlane, opted_in: str
+) -> None:
+    result = controlplane.apply(
+        job(training_template({"nvidia.com/gpu": 1})), namespace=opted_in, check=False
+    )
+
+    assert_denied(result, f"Job '{opted_in}/train' template (spec.template):", NO_CLASS)
+    assert not controlplane.exists("job", "train", opted_in)
+
+
+def test_a_cron_job_borrowing_a_priority_fails_at_apply(
+    controlplane: ControlPlane, opted_in: str
+) -> None:
+    template = training_template({"nvidia.com/gpu": 1}, **TRAINING)
+    template["spec"]["priorityClassName"] = "inference-priority"
+
+    result = controlplane.apply(cron_job(template), namespace=opted_in, check=False)
+
+    assert_denied(
+        result,
+        f"CronJob '{opted_in}/nightly' template (spec.jobTemplate.spec.template):",
+        BORROWED,
+    )
+
+
+def test_valid_workloads_are_accepted_and_their_pods_mutated(
+    controlplane: ControlPlane, opted_in: str
+) -> None:
+    controlplane.apply(deployment(1), namespace=opted_in)
+    controlplane.apply(cron_job(training_template({"nvidia.com/gpu": 8}, **TRAINING)), opted_in)
+    controlplane.apply(job(training_template({"nvidia.com/gpu": 8}, **TRAINING)), opted_in)
+
+    pods = controlplane.wait_for(
+        lambda: controlplane.list_json("pods", opted_in, "batch.kubernetes.io/job-name=train"),
+        what="the Job's pod",
+    )
+    assert pods[0]["spec"]["priorityClassName"] == "training-priority"
+    assert controlplane.exists("cronjob", "nightly", opted_in)
+    server = controlplane.wait_for(
+        lambda: controlplane.list_json("pods", opted_in, "app=llm-server"),
+        what="the Deployment's pods",
+    )[0]
+    assert server["spec"]["priorityClassName"] == "inference-priority"
+
+
+def test_a_deployment_from_before_the_opt_in_can_be_scaled_but_not_changed(
+    controlplane: ControlPlane, plain_namespace: str
+) -> None:
+    controlplane.apply(deployment(9), namespace=plain_namespace)
+    controlplane.kubectl("label", "namespace", plain_namespace, "gpu-admission.io/enabled=true")
+
+    controlplane.kubectl("scale", "deployment/llm-server", "--replicas=3", "-n", plain_namespace)
+    controlplane.kubectl("label", "deployment/llm-server", "team=search", "-n", plain_namespace)
+    changed = controlplane.kubectl(
+        "set", "image", "deployment/llm-server", "server=registry.example/llm-server:1.5",
+        "-n", plain_namespace, check=False,
+    )  # fmt: skip
+
+    assert_denied(changed, "requests 9 nvidia.com/gpu")
+    replica_set = controlplane.wait_for(
+        lambda: next(
+            (
+                r
+                for r in controlplane.list_json("replicasets", plain_namespace, "app=llm-server")
+                if r["spec"]["replicas"] == 3
+            ),
+            None,
+        ),
+        what="the ReplicaSet scaled to 3",
+    )
+    event = controlplane.wait_for_event(
+        plain_namespace, replica_set["metadata"]["name"], "FailedCreate"
+    )
+    assert "requests 9 nvidia.com/gpu" in event["message"], "the third pod is refused"
+
+
+@pytest.fixture
+def pytorch_jobs(controlplane: ControlPlane) -> Iterator[None]:
+    with custom_kind(controlplane, crd("kubeflow.org", "PyTorchJob", "v1")):
+        yield
+
+
+def test_a_pytorch_job_with_a_bad_worker_template_fails_at_apply(
+    controlplane: ControlPlane, opted_in: str, pytorch_jobs: None
+) -> None:
+    worker = training_template({"nvidia.com/gpu": 9}, **TRAINING)
+
+    result = controlplane.apply(pytorch_job(worker), namespace=opted_in, check=False)
+
+    assert_denied(
+        result,
+        f"PyTorchJob '{opted_in}/bert' template (spec.pytorchReplicaSpecs.Worker.template):",
+        TOO_MANY,
+    )
+    assert "Master" not in result.stderr
+
+
+def test_a_valid_pytorch_job_is_accepted(
+    controlplane: ControlPlane, opted_in: str, pytorch_jobs: None
+) -> None:
+    worker = training_template({"nvidia.com/gpu": 8}, **TRAINING)
+
+    controlplane.apply(pytorch_job(worker), namespace=opted_in)
+
+    assert controlplane.exists("pytorchjob", "bert", opted_in)
+
+
+def test_a_job_set_with_a_bad_replicated_job_fails_at_apply(
+    controlplane: ControlPlane, opted_in: str
+) -> None:
+    good = training_template({"nvidia.com/gpu": 8}, **TRAINING)
+    bad = training_template({"nvidia.com/gpu": 9}, **TRAINING)
+    job_set = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "llama"},
+        "spec": {"replicatedJobs": [
+            {"name": "leader", "template": {"spec": {"template": good}}},
+            {"name": "workers", "template": {"spec": {"template": bad}}},
+        ]},
+    }  # fmt: skip
+
+    with custom_kind(controlplane, crd("jobset.x-k8s.io", "JobSet", "v1alpha2")):
+        result = controlplane.apply(json.dumps(job_set), namespace=opted_in, check=False)
+
+    assert_denied(
+        result,
+        f"JobSet '{opted_in}/llama' template (spec.replicatedJobs[1].template.spec.template):",
+        TOO_MANY,
+    )
+    assert "replicatedJobs[0]" not in result.stderr

@@ -1,0 +1,71 @@
+"""Validation of workload objects (Deployment, Job, PyTorchJob, ...) by their pod templates.
+
+Each template is judged as the pod its controller will create: requests
+defaulted from limits (webhook.engine.templates), then our own mutation, as
+kube-apiserver will apply it at the pod's CREATE, then the pod rules. So
+`kubectl apply` of a bad Deployment fails at once instead of its pods failing
+in the ReplicaSet's events. Controllers themselves are never mutated.
+
+An UPDATE judges only the templates it changes: a scale or a relabel of a
+workload admitted before a policy change keeps working.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.engine.decision import Violation
+from webhook.engine.templates import TemplateKind, pod_from_template, pod_templates
+from webhook.errors import MalformedObject
+
+PodCheck = Callable[[dict[str, Any]], list[Violation]]
+"""The violations of a pod as the controller creates it (before our mutation)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateViolations:
+    path: str
+    """The template's field path, e.g. `spec.template` or `spec.replicatedJobs[0].template`."""
+    violations: list[Violation]
+
+    def describe(self) -> str:
+        return f"template ({self.path}): " + "; ".join(v.message for v in self.violations)
+
+
+def template_violations(
+    obj: Mapping[str, Any], old: Any, kind: TemplateKind, check: PodCheck
+) -> list[TemplateViolations]:
+    """The templates of `obj` that break a rule; those equal in `old` are not judged again."""
+    unchanged = _templates_or_none(old, kind)
+    found: list[TemplateViolations] = []
+    for pointer, template in pod_templates(obj, kind):
+        if unchanged.get(pointer) == template:
+            continue
+        path = field_path(pointer)
+        try:
+            violations = check(pod_from_template(template))
+        except MalformedObject as error:
+            raise MalformedObject(f"{path}.{error.path}", error.reason) from error
+        if violations:
+            found.append(TemplateViolations(path, violations))
+    return found
+
+
+def field_path(pointer: str) -> str:
+    """`spec.replicatedJobs[0].template` of `/spec/replicatedJobs/0/template`."""
+    path = ""
+    for token in pointer.split("/")[1:]:
+        key = token.replace("~1", "/").replace("~0", "~")
+        path += f"[{key}]" if key.isdigit() else f".{key}" if path else key
+    return path
+
+
+def _templates_or_none(old: Any, kind: TemplateKind) -> dict[str, Any]:
+    if not isinstance(old, dict):
+        return {}
+    try:
+        return dict(pod_templates(old, kind))
+    except MalformedObject:
+        return {}
