@@ -201,16 +201,40 @@ class TestServe:
             host="0.0.0.0", port=9443, tls_cert=cert, tls_key=key, log_level="debug"
         )
 
-    def test_serve_reads_the_policy_file_it_is_given(
+    def test_serve_reads_the_policy_file_it_is_given_and_names_it_to_be_watched(
         self, served: list[tuple[Policy, ServeSettings]]
     ) -> None:
         path = REPOSITORY / "policies" / "overflow.yaml"
 
         assert main(["serve", "--policy", str(path)]) == 0
 
-        [(policy, _)] = served
+        [(policy, settings)] = served
         assert policy.source == str(path)
         assert policy.classes["inference"].pools == ("inference", "training")
+        assert settings.policy_file == path
+        assert settings.reload_interval == 5.0
+
+    def test_serve_takes_the_reload_interval_in_seconds(
+        self, served: list[tuple[Policy, ServeSettings]]
+    ) -> None:
+        assert main(["serve", "--reload-interval", "0.5"]) == 0
+
+        [(_, settings)] = served
+        assert settings.reload_interval == 0.5
+
+    @pytest.mark.parametrize("interval", ["0", "-1", "soon"])
+    def test_a_reload_interval_that_is_not_a_positive_number_is_a_usage_error(
+        self,
+        served: list[tuple[Policy, ServeSettings]],
+        capsys: pytest.CaptureFixture[str],
+        interval: str,
+    ) -> None:
+        with pytest.raises(SystemExit) as exited:
+            main(["serve", "--reload-interval", interval])
+
+        assert exited.value.code == 2
+        assert served == []
+        assert "--reload-interval" in capsys.readouterr().err
 
     @pytest.mark.parametrize("given", ["--tls-cert", "--tls-key"])
     def test_serve_with_only_one_of_certificate_and_key_exits_2_without_serving(

@@ -278,6 +278,7 @@ def test_the_deployments_arguments_are_accepted_by_the_command_it_runs(
         port=8443,
         tls_cert=tmp_path / "etc/gpu-admission/tls/tls.crt",
         tls_key=tmp_path / "etc/gpu-admission/tls/tls.key",
+        policy_file=policy,
     )
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from webhook.certs_cli import add_certs_commands
 from webhook.errors import PolicyError
+from webhook.file_poll import DEFAULT_INTERVAL
 from webhook.install_cli import add_install_commands
 from webhook.logs import configure_logging
 from webhook.manifests import add_manifest_commands
@@ -40,6 +41,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--tls-cert", type=Path, help="serving certificate (PEM)")
     serve.add_argument("--tls-key", type=Path, help="serving key (PEM)")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
+    serve.add_argument(
+        "--reload-interval",
+        type=_positive_seconds,
+        default=DEFAULT_INTERVAL,
+        metavar="SECONDS",
+        help="seconds between looks at the certificate and policy files (default: 5)",
+    )
     serve.set_defaults(run=_serve)
 
     policy = commands.add_parser("policy", help="work with policy files")
@@ -76,9 +84,21 @@ def _serve(args: argparse.Namespace) -> int:
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         log_level=args.log_level,
+        reload_interval=args.reload_interval,
+        policy_file=args.policy,
     )
     serve(policy, settings)
     return 0
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return seconds
 
 
 def _policy_validate(args: argparse.Namespace) -> int:

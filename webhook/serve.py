@@ -1,8 +1,10 @@
-"""Run the admission service over HTTPS with uvicorn, reloading its certificate.
+"""Run the admission service over HTTPS with uvicorn, reloading certificate and policy.
 
 uvicorn is given the TLS context of a ``CertificateReloader`` rather than file names,
 and the reloader's watcher runs as a task on uvicorn's own event loop, so a renewed
 certificate reaches new connections without a restart (see ``webhook.tls_reload``).
+A policy file is watched the same way by a ``PolicyReloader`` (``webhook.policy_reload``);
+the embedded default policy never changes, so nothing watches it.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import contextlib
 import logging
 import os
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,16 +22,17 @@ import uvicorn
 
 from webhook.certs import ensure_dev_serving_certificate
 from webhook.engine import Engine
+from webhook.file_poll import DEFAULT_INTERVAL
 from webhook.http.app import Readiness, create_app
+from webhook.metrics import Metrics
 from webhook.policy import Policy
-from webhook.tls_reload import (
-    DEFAULT_INTERVAL,
-    CertificateReloader,
-    InvalidKeyPair,
-    KeyPairFiles,
-)
+from webhook.policy_reload import PolicyReloader
+from webhook.tls_reload import CertificateReloader, InvalidKeyPair, KeyPairFiles
 
 log = logging.getLogger("gpu_admission.serve")
+
+#: Polls some files on the running event loop until cancelled.
+Watcher = Callable[[], Coroutine[object, object, None]]
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,10 @@ class ServeSettings:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     log_level: str = "info"
-    tls_reload_interval: float = DEFAULT_INTERVAL
+    #: Seconds between two looks at the certificate files and the policy file.
+    reload_interval: float = DEFAULT_INTERVAL
+    #: The file ``policy`` was loaded from, watched for changes; None for the embedded one.
+    policy_file: Path | None = None
 
 
 def cache_directory() -> Path:
@@ -61,12 +67,12 @@ def serving_certificate(settings: ServeSettings) -> tuple[Path, Path]:
 
 
 def serve(policy: Policy, settings: ServeSettings) -> None:
-    """Serve until SIGINT or SIGTERM; the certificate files are watched all along."""
-    engine = Engine(policy)
+    """Serve until SIGINT or SIGTERM; certificate and policy files are watched all along."""
+    metrics = Metrics()
     cert, key = serving_certificate(settings)
     try:
         reloader = CertificateReloader(
-            KeyPairFiles(cert=cert, key=key), interval=settings.tls_reload_interval
+            KeyPairFiles(cert=cert, key=key), interval=settings.reload_interval
         )
     except (InvalidKeyPair, OSError) as error:
         log.error(
@@ -74,13 +80,13 @@ def serve(policy: Policy, settings: ServeSettings) -> None:
             extra={"certificate": str(cert), "key": str(key), "reason": str(error)},
         )
         raise SystemExit(2) from None
-    readiness = Readiness(
-        checks={
-            "policy": lambda: (True, policy.source),
-            "certificate": reloader.state.readiness,
-        }
-    )
-    app = create_app(lambda: engine, readiness)
+    metrics.watch_certificate(reloader.state)
+    watchers: dict[str, Watcher] = {"certificate-reloader": reloader.watch}
+    engine, policy_check, policy_watcher = _policy_serving(policy, settings, metrics)
+    if policy_watcher is not None:
+        watchers["policy-reloader"] = policy_watcher
+    readiness = Readiness(checks={"policy": policy_check, "certificate": reloader.state.readiness})
+    app = create_app(engine, readiness, metrics=metrics)
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -100,7 +106,20 @@ def serve(policy: Policy, settings: ServeSettings) -> None:
     )
     server = uvicorn.Server(config)
     with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
-        runner.run(_serve_and_watch(server, reloader))
+        runner.run(_serve_and_watch(server, watchers))
+
+
+def _policy_serving(
+    policy: Policy, settings: ServeSettings, metrics: Metrics
+) -> tuple[Callable[[], Engine], Callable[[], tuple[bool, str]], Watcher | None]:
+    """The engine of each review, the policy's /readyz check and what watches its file."""
+    if settings.policy_file is None:
+        engine = Engine(policy)
+        return (lambda: engine), (lambda: (True, policy.source)), None
+    reloader = PolicyReloader(
+        settings.policy_file, policy, interval=settings.reload_interval, metrics=metrics
+    )
+    return (lambda: reloader.engine), reloader.readiness, reloader.watch
 
 
 def _serving_context(
@@ -112,11 +131,13 @@ def _serving_context(
     return factory
 
 
-async def _serve_and_watch(server: uvicorn.Server, reloader: CertificateReloader) -> None:
-    watcher = asyncio.create_task(reloader.watch(), name="certificate-reloader")
+async def _serve_and_watch(server: uvicorn.Server, watchers: dict[str, Watcher]) -> None:
+    tasks = [asyncio.create_task(watch(), name=name) for name, watch in watchers.items()]
     try:
         await server.serve()
     finally:
-        watcher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watcher
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -2,8 +2,9 @@
 
 Kubernetes updates a Secret volume by writing a new directory and atomically swapping
 the ``..data`` symlink to it; the files the server opened by name never see a write, so
-inotify on them stays silent. The reloader therefore polls: every few seconds it reads
-the certificate and key and compares a hash of their contents with the last one seen.
+inotify on them stays silent. The reloader therefore polls (``webhook.file_poll``):
+every few seconds it reads the certificate and key and compares a hash of their
+contents with the last one seen.
 
 A changed pair is checked before it is used: both must parse and the key must belong
 to the certificate. A half-written pair, or the new certificate next to the old key, is
@@ -20,9 +21,7 @@ mix two pairs.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import hashlib
 import logging
 import os
 import ssl
@@ -35,6 +34,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from webhook.cert_state import CertificateState, ServedCertificate, warn_if_expiring
+from webhook.file_poll import DEFAULT_INTERVAL, FilePoller, content_digest
 
 __all__ = [
     "DEFAULT_INTERVAL",
@@ -47,10 +47,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("gpu_admission.tls")
-
-#: Seconds between two looks at the files. A Secret volume lags the Secret by up to a
-#: minute anyway; five seconds more keeps the cost of polling negligible.
-DEFAULT_INTERVAL = 5.0
 
 
 class InvalidKeyPair(ValueError):
@@ -72,11 +68,7 @@ class KeyPairSnapshot:
 
     @property
     def digest(self) -> str:
-        hashed = hashlib.sha256()
-        for part in (self.cert_pem, self.key_pem):
-            hashed.update(len(part).to_bytes(8, "big"))
-            hashed.update(part)
-        return hashed.hexdigest()
+        return content_digest(self.cert_pem, self.key_pem)
 
 
 def read_key_pair(files: KeyPairFiles) -> KeyPairSnapshot:
@@ -162,9 +154,10 @@ class CertificateReloader:
     """
 
     def __init__(self, files: KeyPairFiles, *, interval: float = DEFAULT_INTERVAL) -> None:
-        if interval <= 0:
-            raise ValueError(f"the reload interval must be positive, got {interval}")
         self.files = files
+        self._poller = FilePoller(
+            (files.cert, files.key), interval=interval, on_unreadable=self._unreadable
+        )
         self.interval = interval
         snapshot = read_key_pair(files)
         leaf = check_key_pair(snapshot)
@@ -172,7 +165,7 @@ class CertificateReloader:
         _load_into(self.context, snapshot)
         self.state = CertificateState(ServedCertificate.of(leaf))
         self._served = snapshot
-        self._seen = snapshot.digest
+        self._poller.seen((snapshot.cert_pem, snapshot.key_pem))
         self._warned_serial: int | None = None
         log.info("serving certificate loaded", extra=self._describe(self.state.current))
         self.check_expiry()
@@ -191,16 +184,12 @@ class CertificateReloader:
     async def watch(self) -> None:
         """Poll forever on the running loop; reading and checking run in a worker
         thread, the load itself on the loop (see the module docstring)."""
-        while True:
-            await asyncio.sleep(self.interval)
-            try:
-                prepared = await asyncio.to_thread(self._prepare)
-                if prepared is not None:
-                    self._install(*prepared)
-                else:
-                    self.check_expiry()
-            except Exception:  # the watcher must outlive any one bad poll
-                log.exception("checking the serving certificate failed")
+        await self._poller.run(
+            self._prepare,
+            lambda prepared: self._install(*prepared),
+            idle=self.check_expiry,
+            what="the serving certificate",
+        )
 
     def check_expiry(self) -> None:
         """Warn once per certificate when it has under 30 days left."""
@@ -209,18 +198,11 @@ class CertificateReloader:
             self._warned_serial = serial
 
     def _prepare(self) -> tuple[KeyPairSnapshot, x509.Certificate] | None:
-        try:
-            snapshot = read_key_pair(self.files)
-        except OSError as error:
-            # Report a missing file once, not on every poll while it stays missing.
-            reason = f"unreadable: {error.strerror or error}"
-            if self._seen != reason:
-                self._seen = reason
-                self._refuse(reason)
+        contents = self._poller.look()
+        if contents is None:
             return None
-        if snapshot.digest == self._seen:
-            return None
-        self._seen = snapshot.digest
+        cert_pem, key_pem = contents
+        snapshot = KeyPairSnapshot(cert_pem=cert_pem, key_pem=key_pem)
         try:
             leaf = check_key_pair(snapshot)
         except InvalidKeyPair as error:
@@ -236,7 +218,7 @@ class CertificateReloader:
             # level, say). It may have installed the certificate before refusing the
             # key, so put the served pair back, and try the files again next time.
             _load_into(self.context, self._served)
-            self._seen = ""
+            self._poller.forget()
             self._refuse(f"OpenSSL refused the pair: {error}")
             return False
         self._served = snapshot
@@ -245,6 +227,9 @@ class CertificateReloader:
         log.info("serving certificate reloaded", extra=self._describe(self.state.current))
         self.check_expiry()
         return True
+
+    def _unreadable(self, error: OSError) -> None:
+        self._refuse(f"unreadable: {error.strerror or error}")
 
     def _refuse(self, reason: str) -> None:
         log.warning(

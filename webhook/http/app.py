@@ -4,11 +4,15 @@ Error channels: a body that is not an AdmissionReview gets HTTP 400 (or 413
 when too large), so kube-apiserver applies the failurePolicy; anything the
 engine raises unexpectedly becomes `allowed: false` with code 500, the uid
 echoed and the traceback logged with that uid. Never a 5xx.
+
+Every answered review is counted and timed in `Metrics` (see webhook.metrics), which
+`GET /metrics` exposes; the engine itself knows nothing of metrics.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +30,7 @@ from webhook.admission import (
     to_engine_request,
 )
 from webhook.engine import AdmissionRequest, Decision, Engine
+from webhook.metrics import CONTENT_TYPE, Metrics
 
 log = logging.getLogger("gpu_admission.http")
 
@@ -60,30 +65,53 @@ def create_app(
     engine: Callable[[], Engine],
     readiness: Readiness | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
+    metrics: Metrics | None = None,
 ) -> FastAPI:
-    """`engine` returns the engine to use for one review (it may change on policy reload)."""
+    """`engine` returns the engine to use for one review (it may change on policy reload).
+
+    `metrics` is where reviews are counted (a new `Metrics` unless given).
+    """
     app = FastAPI(title="gpu-admission", docs_url=None, redoc_url=None, openapi_url=None)
     readiness = readiness or Readiness()
+    counted = metrics or Metrics()
+    app.state.metrics = counted
 
     async def review(
-        request: Request, judge: Callable[[Engine, AdmissionRequest], Decision]
+        request: Request, webhook: str, judge: Callable[[Engine, AdmissionRequest], Decision]
     ) -> Response:
+        started = time.perf_counter()
+        response, operation, decision = await answer(request, judge)
+        if decision is None:
+            outcome, rules = "error", []
+        else:
+            outcome = "allowed" if decision.allowed else "denied"
+            rules = [v.rule for v in decision.violations]
+        counted.review(webhook, operation, outcome, rules, time.perf_counter() - started)
+        return response
+
+    async def answer(
+        request: Request, judge: Callable[[Engine, AdmissionRequest], Decision]
+    ) -> tuple[Response, str, Decision | None]:
+        """The reply, the operation reviewed ("" if unknown) and the engine's decision
+        (None when there is none: a bad body, or an engine that failed)."""
         try:
             body = await _read_body(request, max_body_bytes)
         except BodyTooLarge:
-            return _json({"error": f"request body exceeds {max_body_bytes} bytes"}, 413)
+            return _json({"error": f"request body exceeds {max_body_bytes} bytes"}, 413), "", None
         try:
             parsed = parse_review(body)
         except InvalidReview as error:
             uid = request_uid(body)
             log.info("invalid admission review", extra={"uid": uid, "reason": str(error)})
-            return _json({"error": str(error)}, 400)
+            return _json({"error": str(error)}, 400), "", None
         uid = parsed.request.uid
+        operation = parsed.request.operation
         try:
             decision = judge(engine(), to_engine_request(parsed))
         except Exception:
             log.exception("engine failed", extra={"uid": uid})
-            return _json(errored(uid, 500, "gpu-admission internal error; see its logs"), 200)
+            failed = errored(uid, 500, "gpu-admission internal error; see its logs")
+            return _json(failed, 200), operation, None
         if not decision.allowed:
             log.info(
                 "denied",
@@ -95,15 +123,15 @@ def create_app(
                     "reason": decision.message,
                 },
             )
-        return _json(complete(uid, decision), 200)
+        return _json(complete(uid, decision), 200), operation, decision
 
     @app.post("/mutate")
     async def mutate(request: Request) -> Response:
-        return await review(request, lambda engine, req: engine.mutate(req))
+        return await review(request, "mutate", lambda engine, req: engine.mutate(req))
 
     @app.post("/validate")
     async def validate(request: Request) -> Response:
-        return await review(request, lambda engine, req: engine.validate(req))
+        return await review(request, "validate", lambda engine, req: engine.validate(req))
 
     @app.get("/healthz")
     async def healthz() -> Response:
@@ -113,6 +141,10 @@ def create_app(
     async def readyz() -> Response:
         ready, details = readiness.report()
         return _json({"ready": ready, "checks": details}, 200 if ready else 503)
+
+    @app.get("/metrics")
+    async def metrics_page() -> Response:
+        return Response(counted.exposition(), media_type=CONTENT_TYPE)
 
     return app
 

@@ -1,0 +1,162 @@
+"""`GET /metrics`, scraped after a few reviews: the documented series, with sane values."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.builders import container, pod
+from webhook.cert_state import CertificateState, ServedCertificate
+from webhook.certs import create_ca, issue_serving_certificate
+from webhook.engine import AdmissionRequest, Decision, Engine
+from webhook.http.app import create_app
+from webhook.metrics import DURATION_BUCKETS, Metrics
+
+Review = Callable[..., dict[str, Any]]
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def scrape(client: TestClient) -> Samples:
+    """Every sample of a scrape, by name and labels; the reply checked like Prometheus would."""
+    reply = client.get("/metrics")
+    assert reply.status_code == 200
+    assert reply.headers["content-type"].startswith("text/plain; version=")
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(reply.text)
+        for sample in family.samples
+    }
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples[(name, frozenset(labels.items()))]
+
+
+def requests(samples: Samples) -> dict[tuple[str, str, str, str], float]:
+    """gpu_admission_requests_total by (webhook, operation, decision, rule)."""
+    found = {}
+    for (name, labels), count in samples.items():
+        if name == "gpu_admission_requests_total":
+            by = dict(labels)
+            found[(by["webhook"], by["operation"], by["decision"], by["rule"])] = count
+    return found
+
+
+@pytest.fixture(scope="module")
+def certificate() -> CertificateState:
+    issued = issue_serving_certificate(create_ca("metrics CA"), "gpu-admission", dns_names=["x"])
+    return CertificateState(ServedCertificate.of(issued.certificate))
+
+
+@pytest.fixture
+def client(engine: Engine, certificate: CertificateState) -> TestClient:
+    metrics = Metrics()
+    metrics.watch_certificate(certificate)
+    return TestClient(create_app(lambda: engine, metrics=metrics))
+
+
+def test_each_review_is_counted_by_webhook_operation_decision_and_rule(
+    client: TestClient, review: Review
+) -> None:
+    inference = pod("inference")
+    for _ in range(3):
+        client.post("/mutate", json=review(inference))
+    client.post("/validate", json=review(pod(containers=[container(gpus=1)])))
+    client.post("/validate", json=review(inference, operation="UPDATE", old_object=inference))
+    client.post("/validate", content=b"[]")
+
+    assert requests(scrape(client)) == {
+        ("mutate", "CREATE", "allowed", ""): 3,
+        ("validate", "CREATE", "denied", "workload-class"): 1,
+        ("validate", "UPDATE", "allowed", ""): 1,
+        ("validate", "", "error", ""): 1,
+    }
+
+
+def test_a_denial_counts_once_per_violated_rule_and_once_in_the_histogram(
+    client: TestClient, review: Review
+) -> None:
+    unmutated_inference = pod("inference")  # neither its pool nor its priority class set
+
+    client.post("/validate", json=review(unmutated_inference))
+
+    samples = scrape(client)
+    assert requests(samples) == {
+        ("validate", "CREATE", "denied", "pool-placement"): 1,
+        ("validate", "CREATE", "denied", "priority-class"): 1,
+    }
+    assert value(samples, "gpu_admission_review_duration_seconds_count", webhook="validate") == 1
+
+
+def test_an_engine_that_raises_is_counted_as_an_error_of_its_operation(review: Review) -> None:
+    class Crashing(Engine):
+        def __init__(self) -> None:
+            pass
+
+        def validate(self, request: AdmissionRequest) -> Decision:
+            raise RuntimeError("rule crashed on purpose")
+
+    client = TestClient(create_app(Crashing))
+    client.post("/validate", json=review(pod("inference")))
+
+    assert requests(scrape(client)) == {("validate", "CREATE", "error", ""): 1}
+
+
+def test_the_duration_histogram_counts_every_review_in_buckets_from_sub_ms_to_1s(
+    client: TestClient, review: Review
+) -> None:
+    started = time.perf_counter()
+    for _ in range(4):
+        client.post("/validate", json=review(pod("training")))
+    client.post("/mutate", json=review(pod("training")))
+    elapsed = time.perf_counter() - started
+
+    samples = scrape(client)
+
+    assert value(samples, "gpu_admission_review_duration_seconds_count", webhook="validate") == 4
+    assert value(samples, "gpu_admission_review_duration_seconds_count", webhook="mutate") == 1
+    total = sum(
+        value(samples, "gpu_admission_review_duration_seconds_sum", webhook=webhook)
+        for webhook in ("validate", "mutate")
+    )
+    assert 0 < total < elapsed
+    assert DURATION_BUCKETS[0] < 0.001 and DURATION_BUCKETS[-1] == 1.0
+    buckets = [
+        value(samples, "gpu_admission_review_duration_seconds_bucket", webhook="validate", le=le)
+        for le in [*(str(bound) for bound in DURATION_BUCKETS), "+Inf"]
+    ]
+    assert buckets == sorted(buckets) and buckets[-1] == 4
+
+
+def test_the_certificate_expiry_is_the_served_certificates_not_after(
+    client: TestClient, certificate: CertificateState
+) -> None:
+    expiry = value(scrape(client), "gpu_admission_certificate_expiry_timestamp_seconds")
+
+    assert expiry == certificate.not_after.timestamp()
+    assert expiry > time.time() + 300 * 86400
+
+
+def test_the_policy_series_start_valid_with_no_reloads(client: TestClient) -> None:
+    samples = scrape(client)
+
+    assert value(samples, "gpu_admission_policy_valid") == 1
+    assert value(samples, "gpu_admission_policy_reloads_total", result="success") == 0
+    assert value(samples, "gpu_admission_policy_reloads_total", result="failure") == 0
+    loaded = value(samples, "gpu_admission_policy_last_reload_timestamp_seconds")
+    assert time.time() - 60 < loaded <= time.time()
+
+
+def test_two_apps_count_apart(engine: Engine, review: Review) -> None:
+    first = TestClient(create_app(lambda: engine))
+    second = TestClient(create_app(lambda: engine))
+
+    first.post("/validate", json=review(pod(containers=[container()])))
+
+    assert requests(scrape(first)) == {("validate", "CREATE", "allowed", ""): 1}
+    assert requests(scrape(second)) == {}

@@ -1,0 +1,136 @@
+"""Prometheus metrics of the service, served on ``GET /metrics``.
+
+Every ``Metrics`` has its own ``CollectorRegistry``, so each app (and each test) counts
+only what it saw. The series:
+
+- ``gpu_admission_requests_total{webhook,operation,decision,rule}``: reviews answered;
+  ``decision`` is ``allowed``, ``denied`` or ``error`` (the engine failed, or the body
+  was not an AdmissionReview). A denial counts once per violated rule, with ``rule``
+  naming it; everything else counts once with ``rule=""``.
+- ``gpu_admission_review_duration_seconds{webhook}``: time to answer one review.
+- ``gpu_admission_policy_reloads_total{result}``: new policy file contents tried,
+  ``success`` or ``failure``.
+- ``gpu_admission_policy_valid``: 1 while the policy file compiles, 0 while the last
+  good policy serves in place of a broken file.
+- ``gpu_admission_policy_last_reload_timestamp_seconds``: when the policy serving now
+  was loaded.
+- ``gpu_admission_certificate_expiry_timestamp_seconds``: when the serving certificate
+  expires (once ``watch_certificate`` is given the served certificate).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+from webhook.cert_state import CertificateState
+
+__all__ = ["CONTENT_TYPE", "DURATION_BUCKETS", "Metrics"]
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+#: A review takes well under a millisecond on a warm engine; the top buckets catch a
+#: starved process long before kube-apiserver's timeout (3 s as shipped).
+DURATION_BUCKETS = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+)
+
+
+class Metrics:
+    """The service's series, in a registry of their own."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "gpu_admission_requests",
+            "Admission reviews answered, by webhook, operation, decision and violated rule.",
+            ["webhook", "operation", "decision", "rule"],
+            registry=self.registry,
+        )
+        self.review_duration = Histogram(
+            "gpu_admission_review_duration_seconds",
+            "Seconds to answer one admission review.",
+            ["webhook"],
+            buckets=DURATION_BUCKETS,
+            registry=self.registry,
+        )
+        self.policy_reloads = Counter(
+            "gpu_admission_policy_reloads",
+            "New policy file contents tried, by result.",
+            ["result"],
+            registry=self.registry,
+        )
+        self.policy_valid = Gauge(
+            "gpu_admission_policy_valid",
+            "1 while the policy file compiles; 0 while the last good policy serves instead.",
+            registry=self.registry,
+        )
+        self.policy_last_reload = Gauge(
+            "gpu_admission_policy_last_reload_timestamp_seconds",
+            "Unix time the policy serving now was loaded.",
+            registry=self.registry,
+        )
+        for result in ("success", "failure"):
+            self.policy_reloads.labels(result=result)
+        self.policy_valid.set(1)
+        self.policy_last_reload.set(time.time())
+
+    def review(
+        self, webhook: str, operation: str, decision: str, rules: Sequence[str], seconds: float
+    ) -> None:
+        """Count one answered review: once per rule in ``rules``, once if there are none."""
+        for rule in rules or ("",):
+            self.requests.labels(
+                webhook=webhook, operation=operation, decision=decision, rule=rule
+            ).inc()
+        self.review_duration.labels(webhook=webhook).observe(seconds)
+
+    def policy_in_use(self, at: float) -> None:
+        """A valid policy loaded at ``at`` serves (at start, or after a reload)."""
+        self.policy_valid.set(1)
+        self.policy_last_reload.set(at)
+
+    def policy_loaded(self, at: float) -> None:
+        """A changed policy file compiled and now serves."""
+        self.policy_reloads.labels(result="success").inc()
+        self.policy_in_use(at)
+
+    def policy_refused(self) -> None:
+        """A changed policy file did not compile; the last good policy keeps serving."""
+        self.policy_reloads.labels(result="failure").inc()
+        self.policy_valid.set(0)
+
+    def watch_certificate(self, state: CertificateState) -> None:
+        """Report the expiry of whichever certificate ``state`` holds when scraped (an app
+        serving no certificate of its own, as in tests, has no such series)."""
+        expiry = Gauge(
+            "gpu_admission_certificate_expiry_timestamp_seconds",
+            "Unix time the serving certificate expires.",
+            registry=self.registry,
+        )
+        expiry.set_function(lambda: state.not_after.timestamp())
+
+    def exposition(self) -> bytes:
+        """The text format Prometheus scrapes."""
+        return generate_latest(self.registry)
