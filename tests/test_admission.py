@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.builders import pod
+from tests.builders import container, mutated, pod
 from webhook.admission import (
     InvalidReview,
     complete,
@@ -22,7 +22,8 @@ from webhook.admission import (
     request_uid,
     to_engine_request,
 )
-from webhook.engine import Decision, Violation
+from webhook.engine import Decision, Engine, Violation
+from webhook.policy.load import default_policy_text, load_policy_text
 
 Review = Callable[..., dict[str, Any]]
 
@@ -244,6 +245,44 @@ class TestComplete:
         decision = Decision(allowed=True, warnings=("one", "two"))
 
         assert complete("u-4", decision)["response"]["warnings"] == ["one", "two"]
+
+    def test_audit_annotations_are_passed_on_as_a_mapping(self) -> None:
+        decision = Decision(allowed=True, audit_annotations={"gpu-count": "too many"})
+
+        response = complete("u-6", decision)["response"]
+
+        assert response == {
+            "uid": "u-6",
+            "allowed": True,
+            "auditAnnotations": {"gpu-count": "too many"},
+        }
+
+    def test_warnings_and_audit_annotations_of_an_engine_decision_reach_the_json(
+        self, review: Review
+    ) -> None:
+        text = default_policy_text() + (
+            "\nenforcement:\n  rules: {gpu-count: warn, priority-class: audit}\n"
+        )
+        engine = Engine(load_policy_text(text, "modes.yaml"))
+        obj = pod(
+            "training",
+            containers=[container(gpus=9)],
+            priorityClassName="inference-priority",
+            priority=1000000,
+        )
+        sent = review(mutated(engine, obj), uid="u-7")
+
+        body = orjson.dumps(
+            complete("u-7", engine.validate(to_engine_request(parse_review(encoded(sent)))))
+        )
+        response = json.loads(body)["response"]
+
+        assert response["allowed"] is True
+        assert "status" not in response
+        (warning,) = response["warnings"]
+        assert warning.startswith("gpu-admission: gpu-count: ") and len(warning) < 120
+        assert list(response["auditAnnotations"]) == ["priority-class"]
+        assert "inference-priority" in response["auditAnnotations"]["priority-class"]
 
     def test_the_response_serialises_to_json(self) -> None:
         decision = Decision(allowed=True, patch=({"op": "add", "path": "/a", "value": 1},))

@@ -19,6 +19,7 @@ from webhook.offline.outcomes import VALIDATION_RULES
 from webhook.offline.prose import explain
 from webhook.offline.report_data import report_data
 from webhook.offline.text import report_text
+from webhook.policy.load import default_policy_text, load_policy_text
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 SHIPPED_CASES = REPOSITORY / "policies" / "tests"
@@ -455,3 +456,19 @@ class TestPresentation:
             "\n\nWere it admitted, it would run on pool training (V100, A100), priority 1000"
             in text
         )
+
+
+def test_a_rule_in_warn_or_audit_mode_is_reported_as_such_and_admits() -> None:
+    text = (
+        default_policy_text()
+        + "\nenforcement:\n  rules: {gpu-count: warn, priority-class: audit}\n"
+    )
+    engine = Engine(load_policy_text(text, "modes.yaml"))
+    obj = pod("training", containers=[container(gpus=9)], priorityClassName="inference-priority", priority=1000000)  # fmt: skip
+
+    evaluation = evaluated(engine, obj)
+
+    outcomes = {r.rule: r.outcome for r in evaluation.rules}
+    assert evaluation.allowed
+    assert (outcomes["gpu-count"], outcomes["priority-class"]) == ("warn", "audit")
+    assert evaluation.failed_rules == []

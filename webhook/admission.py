@@ -122,6 +122,8 @@ def complete(uid: str, decision: Decision) -> dict[str, Any]:
         response["patch"] = base64.b64encode(orjson.dumps(list(decision.patch))).decode("ascii")
     if decision.warnings:
         response["warnings"] = list(decision.warnings)
+    if decision.audit_annotations:
+        response["auditAnnotations"] = dict(decision.audit_annotations)
     return {"apiVersion": API_VERSION, "kind": KIND, "response": response}
 
 

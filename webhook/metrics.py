@@ -5,8 +5,12 @@ only what it saw. The series:
 
 - ``gpu_admission_requests_total{webhook,operation,decision,rule}``: reviews answered;
   ``decision`` is ``allowed``, ``denied`` or ``error`` (the engine failed, or the body
-  was not an AdmissionReview). A denial counts once per violated rule, with ``rule``
-  naming it; everything else counts once with ``rule=""``.
+  was not an AdmissionReview). A denial counts once per violated enforced rule, with
+  ``rule`` naming it; an admission or an error counts once with ``rule=""``. Besides,
+  any review counts once per rule in ``warn`` mode under ``decision="warned"`` and
+  once per rule in ``audit`` mode under ``decision="audited"``, and a review skipped
+  by a policy exemption once under ``decision="exempted"`` (``rule=""``); so
+  ``allowed`` plus ``denied`` (by review) is still every answered review.
 - ``gpu_admission_review_duration_seconds{webhook}``: time to answer one review.
 - ``gpu_admission_policy_reloads_total{result}``: new policy file contents tried,
   ``success`` or ``failure``.
@@ -97,12 +101,23 @@ class Metrics:
         self.policy_last_reload.set(time.time())
 
     def review(
-        self, webhook: str, operation: str, decision: str, rules: Sequence[str], seconds: float
+        self,
+        webhook: str,
+        operation: str,
+        decision: str,
+        rules: Sequence[str],
+        seconds: float,
+        flagged: Sequence[tuple[str, str]] = (),
     ) -> None:
-        """Count one answered review: once per rule in ``rules``, once if there are none."""
+        """Count one answered review: once per rule in ``rules``, once if there are none;
+        then once per ``(decision, rule)`` in ``flagged`` (warned, audited, exempted)."""
         for rule in rules or ("",):
             self.requests.labels(
                 webhook=webhook, operation=operation, decision=decision, rule=rule
+            ).inc()
+        for flag, rule in flagged:
+            self.requests.labels(
+                webhook=webhook, operation=operation, decision=flag, rule=rule
             ).inc()
         self.review_duration.labels(webhook=webhook).observe(seconds)
 

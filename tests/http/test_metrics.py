@@ -10,12 +10,13 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.builders import container, pod
+from tests.builders import container, mutated, pod
 from webhook.cert_state import CertificateState, ServedCertificate
 from webhook.certs import create_ca, issue_serving_certificate
 from webhook.engine import AdmissionRequest, Decision, Engine
 from webhook.http.app import create_app
 from webhook.metrics import DURATION_BUCKETS, Metrics
+from webhook.policy.load import default_policy_text, load_policy_text
 
 Review = Callable[..., dict[str, Any]]
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -160,3 +161,30 @@ def test_two_apps_count_apart(engine: Engine, review: Review) -> None:
 
     assert requests(scrape(first)) == {("validate", "CREATE", "allowed", ""): 1}
     assert requests(scrape(second)) == {}
+
+
+def test_warned_audited_and_exempted_rules_are_counted_beside_the_decision(
+    review: Review,
+) -> None:
+    text = default_policy_text() + (
+        "\nenforcement:\n  rules: {gpu-count: warn, priority-class: audit}\n"
+        "exemptions:\n  - podLabels: {team: legacy}\n    reason: legacy\n"
+    )
+    engine = Engine(load_policy_text(text, "modes.yaml"))
+    client = TestClient(create_app(lambda: engine))
+    nine = pod("training", containers=[container(gpus=9)])
+
+    client.post("/validate", json=review(mutated(engine, nine)))
+    borrowing = pod("training", priorityClassName="inference-priority", priority=1000000)
+    client.post("/validate", json=review(mutated(engine, borrowing)))
+    exempt = pod("training", containers=[container(gpus=9)], labels={"team": "legacy"})
+    client.post("/validate", json=review(exempt))
+    client.post("/validate", json=review(pod("inference", nodeSelector={"gpu-pool": "training"}, containers=[container(gpus=9)])))  # fmt: skip
+
+    assert requests(scrape(client)) == {
+        ("validate", "CREATE", "allowed", ""): 3,
+        ("validate", "CREATE", "warned", "gpu-count"): 2,
+        ("validate", "CREATE", "audited", "priority-class"): 2,
+        ("validate", "CREATE", "exempted", ""): 1,
+        ("validate", "CREATE", "denied", "pool-placement"): 1,
+    }

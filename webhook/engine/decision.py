@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+ENFORCE = "enforce"
+WARN = "warn"
+AUDIT = "audit"
+
+WARNING_LIMIT = 119
+"""Longest warning: kubectl prints each as `Warning: ...`; under 120 characters."""
+
+EXEMPTION = "exemption"
+"""The auditAnnotations key holding the reason of a policy exemption."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -11,6 +23,8 @@ class Violation:
     rule: str
     """A stable rule name, e.g. `gpu-count`, for metrics, logs and policy modes."""
     message: str
+    mode: str = ENFORCE
+    """What the policy makes of it: `enforce` (deny), `warn` or `audit` (admit)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +35,9 @@ class Decision:
     patch: tuple[dict[str, Any], ...] = ()
     warnings: tuple[str, ...] = ()
     violations: tuple[Violation, ...] = field(default=())
+    """Every violation found, whatever its mode."""
+    audit_annotations: Mapping[str, str] = field(default_factory=dict)
+    """Rule name (or `exemption`) -> what was recorded; kube-apiserver prefixes the keys."""
 
 
 def allow(patch: list[dict[str, Any]] | None = None) -> Decision:
@@ -30,6 +47,48 @@ def allow(patch: list[dict[str, Any]] | None = None) -> Decision:
 def deny(violations: list[Violation], subject: str) -> Decision:
     message = f"{subject}: " + "; ".join(v.message for v in violations)
     return Decision(allowed=False, code=403, message=message, violations=tuple(violations))
+
+
+def judge(violations: Sequence[Violation], subject: str, message: str | None = None) -> Decision:
+    """Deny for the enforced violations, warn and audit the others.
+
+    `message`, when given, replaces the denial's default message (subject and the enforced
+    violations' messages)."""
+    enforced = [v for v in violations if v.mode == ENFORCE]
+    decision = deny(enforced, subject) if enforced else allow()
+    if enforced and message is not None:
+        decision = dataclasses.replace(decision, message=message)
+    return dataclasses.replace(
+        decision,
+        violations=tuple(violations),
+        warnings=warnings_of(violations),
+        audit_annotations=audit_annotations_of(violations),
+    )
+
+
+def exempt(reason: str) -> Decision:
+    return Decision(allowed=True, audit_annotations={EXEMPTION: reason})
+
+
+def warnings_of(violations: Sequence[Violation]) -> tuple[str, ...]:
+    """`gpu-admission: <rule>: <message>` per warned violation, cut short with `...`."""
+    found = []
+    for violation in violations:
+        if violation.mode == WARN:
+            text = f"gpu-admission: {violation.rule}: {violation.message}"
+            if len(text) > WARNING_LIMIT:
+                text = text[: WARNING_LIMIT - 3].rstrip() + "..."
+            found.append(text)
+    return tuple(dict.fromkeys(found))
+
+
+def audit_annotations_of(violations: Sequence[Violation]) -> dict[str, str]:
+    """Rule -> its audited violations' messages, joined by `; `."""
+    messages: dict[str, list[str]] = {}
+    for violation in violations:
+        if violation.mode == AUDIT:
+            messages.setdefault(violation.rule, []).append(violation.message)
+    return {rule: "; ".join(dict.fromkeys(found)) for rule, found in messages.items()}
 
 
 def malformed(reason: str) -> Decision:

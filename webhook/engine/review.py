@@ -11,7 +11,16 @@ from typing import Any
 
 import jsonpatch
 
-from webhook.engine.decision import Decision, Violation, allow, deny, malformed
+from webhook.engine.decision import (
+    ENFORCE,
+    EXEMPTION,
+    Decision,
+    Violation,
+    allow,
+    exempt,
+    judge,
+    malformed,
+)
 from webhook.engine.mutate import mutate_pod
 from webhook.engine.placement import reach_of
 from webhook.engine.pod import PodView, read_pod
@@ -45,14 +54,15 @@ class Engine:
         try:
             pod = read_pod(request.object, self.policy)
             workload = self.policy.classes.get(pod.labels.get(self.policy.workload_label, ""))
-            if workload is None:
+            if workload is None or not workload.mutate:
                 return allow()
             return allow(mutate_pod(self.policy, pod, workload))
         except MalformedObject as error:
             return malformed(str(error))
 
     def validate(self, request: AdmissionRequest) -> Decision:
-        """Refuse pods and workloads whose pods break a rule, with every reason at once."""
+        """Refuse pods and workloads whose pods break an enforced rule, with every reason at
+        once; warn of and audit the others. Exempted pods are not judged."""
         if request.is_ephemeral_containers_update:
             check = self._ephemeral_containers
         elif request.is_pod_create:
@@ -62,14 +72,28 @@ class Engine:
             return allow() if kind is None else self._validate_workload(request, kind)
         try:
             pod = read_pod(request.object, self.policy)
+            exemption = self.policy.exemption_for(_namespace(request, pod), pod.labels)
+            if exemption is not None:
+                return exempt(exemption.reason)
             violations = check(pod)
         except MalformedObject as error:
             return malformed(str(error))
-        if violations:
-            return deny(violations, f"gpu-admission denied pod {_name(request, pod)!r}")
-        return allow()
+        return judge(violations, f"gpu-admission denied pod {_name(request, pod)!r}")
 
     def pod_violations(self, pod: PodView) -> list[Violation]:
+        """The pod's violations, each with the mode the policy gives its rule for the pod."""
+        return self._with_modes(pod, self._rule_violations(pod))
+
+    def _with_modes(self, pod: PodView, violations: list[Violation]) -> list[Violation]:
+        if not violations:
+            return violations
+        workload_class = pod.labels.get(self.policy.workload_label)
+        return [
+            dataclasses.replace(v, mode=self.policy.mode_of(v.rule, workload_class))
+            for v in violations
+        ]
+
+    def _rule_violations(self, pod: PodView) -> list[Violation]:
         policy = self.policy
         violations = check_visible_devices(policy, pod.all_containers())
         label = pod.labels.get(policy.workload_label)
@@ -95,7 +119,7 @@ class Engine:
         """The violations of a pod as it will be admitted: after our mutation at its CREATE."""
         pod = read_pod(obj, self.policy)
         workload = self.policy.classes.get(pod.labels.get(self.policy.workload_label, ""))
-        if workload is None:
+        if workload is None or not workload.mutate:
             return self.pod_violations(pod)
         patch = mutate_pod(self.policy, pod, workload)
         if not patch:
@@ -111,21 +135,36 @@ class Engine:
         return None if kind is POD else kind
 
     def _validate_workload(self, request: AdmissionRequest, kind: TemplateKind) -> Decision:
+        exempted: list[str] = []
+
+        def check(obj: dict[str, Any]) -> list[Violation]:
+            labels = read_pod(obj, self.policy).labels
+            exemption = self.policy.exemption_for(request.namespace, labels)
+            if exemption is not None:
+                exempted.append(exemption.reason)
+                return []
+            return self.created_pod_violations(obj)
+
         try:
-            found = template_violations(
-                request.object, request.old_object, kind, self.created_pod_violations
-            )
+            found = template_violations(request.object, request.old_object, kind, check)
         except MalformedObject as error:
             return malformed(str(error))
-        if not found:
+        if not found and not exempted:
             return allow()
         subject = f"gpu-admission denied {kind.kind} {_workload_name(request)!r}"
-        decision = deny([v for t in found for v in t.violations], subject)
-        message = f"{subject} " + "; ".join(t.describe() for t in found)
-        return dataclasses.replace(decision, message=message)
+        enforced = [t for t in found if any(v.mode == ENFORCE for v in t.violations)]
+        message = f"{subject} " + "; ".join(t.describe(ENFORCE) for t in enforced)
+        decision = judge([v for t in found for v in t.violations], subject, message)
+        if exempted:
+            annotations = {
+                **decision.audit_annotations,
+                EXEMPTION: "; ".join(dict.fromkeys(exempted)),
+            }
+            decision = dataclasses.replace(decision, audit_annotations=annotations)
+        return decision
 
     def _ephemeral_containers(self, pod: PodView) -> list[Violation]:
-        return check_visible_devices(self.policy, pod.ephemeral_containers)
+        return self._with_modes(pod, check_visible_devices(self.policy, pod.ephemeral_containers))
 
 
 def _requested_resources(policy: Policy, pod: PodView) -> list[str]:
@@ -133,6 +172,13 @@ def _requested_resources(policy: Policy, pod: PodView) -> list[str]:
     if names:
         return names
     return list(dict.fromkeys(q.resource for c in pod.runnable_containers() for q in c.gpu))
+
+
+def _namespace(request: AdmissionRequest, pod: PodView) -> str:
+    if request.namespace:
+        return request.namespace
+    namespace = pod.raw.get("metadata", {}).get("namespace")
+    return namespace if isinstance(namespace, str) else ""
 
 
 def _name(request: AdmissionRequest, pod: PodView) -> str:

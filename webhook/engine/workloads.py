@@ -30,8 +30,10 @@ class TemplateViolations:
     """The template's field path, e.g. `spec.template` or `spec.replicatedJobs[0].template`."""
     violations: list[Violation]
 
-    def describe(self) -> str:
-        return f"template ({self.path}): " + "; ".join(v.message for v in self.violations)
+    def describe(self, mode: str | None = None) -> str:
+        """The template's violations (of `mode` only, when given)."""
+        violations = [v for v in self.violations if mode is None or v.mode == mode]
+        return f"template ({self.path}): " + "; ".join(v.message for v in violations)
 
 
 def template_violations(

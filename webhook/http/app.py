@@ -30,6 +30,7 @@ from webhook.admission import (
     to_engine_request,
 )
 from webhook.engine import AdmissionRequest, Decision, Engine
+from webhook.engine.decision import AUDIT, ENFORCE, EXEMPTION, WARN
 from webhook.metrics import CONTENT_TYPE, Metrics
 
 log = logging.getLogger("gpu_admission.http")
@@ -81,12 +82,18 @@ def create_app(
     ) -> Response:
         started = time.perf_counter()
         response, operation, decision = await answer(request, judge)
+        flagged: list[tuple[str, str]] = []
         if decision is None:
             outcome, rules = "error", []
         else:
             outcome = "allowed" if decision.allowed else "denied"
-            rules = [v.rule for v in decision.violations]
-        counted.review(webhook, operation, outcome, rules, time.perf_counter() - started)
+            rules = _rules(decision, ENFORCE) if not decision.allowed else []
+            flagged = [("warned", rule) for rule in _rules(decision, WARN)]
+            flagged += [("audited", rule) for rule in _rules(decision, AUDIT)]
+            if EXEMPTION in decision.audit_annotations:
+                flagged.append(("exempted", ""))
+        seconds = time.perf_counter() - started
+        counted.review(webhook, operation, outcome, rules, seconds, flagged)
         return response
 
     async def answer(
@@ -119,7 +126,7 @@ def create_app(
                     "uid": uid,
                     "namespace": parsed.request.namespace,
                     "object": parsed.request.name,
-                    "rules": [v.rule for v in decision.violations],
+                    "rules": _rules(decision, ENFORCE),
                     "reason": decision.message,
                 },
             )
@@ -147,6 +154,11 @@ def create_app(
         return Response(counted.exposition(), media_type=CONTENT_TYPE)
 
     return app
+
+
+def _rules(decision: Decision, mode: str) -> list[str]:
+    """The rules the decision found violated in `mode`, once each."""
+    return list(dict.fromkeys(v.rule for v in decision.violations if v.mode == mode))
 
 
 async def _read_body(request: Request, limit: int) -> bytes:

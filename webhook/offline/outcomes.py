@@ -1,6 +1,7 @@
 """Each validation rule's outcome for one pod: pass, fail with its messages, or skip.
 
-A rule fails when the engine reported a violation of it. Of the others, those
+A rule fails when the engine reported an enforced violation of it; a violation
+the policy's `enforcement` puts in `warn` or `audit` mode gives that outcome. Of the others, those
 the engine ran for this pod pass and the rest are skipped: a pod without a
 workload class label skips the class rules, a GPU pod skips the rule for pods
 without GPUs.
@@ -12,14 +13,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from webhook.engine.decision import Violation
+from webhook.engine.decision import ENFORCE, WARN, Violation
 from webhook.engine.pod import PodView
 from webhook.engine.resources import pod_requests_gpu
 from webhook.engine.rules import capacity, placement, priority, quantities, visibility
 from webhook.engine.rules import workload_class as class_rule
 from webhook.policy.compiled import Policy
 
-Outcome = Literal["pass", "fail", "skip"]
+Outcome = Literal["pass", "fail", "warn", "audit", "skip"]
 
 CLASS_RULES = (
     placement.WRONG_POOL,
@@ -48,13 +49,15 @@ def rule_outcomes(
 ) -> tuple[RuleOutcome, ...]:
     """The outcome of every validation rule (and of any rule the engine added since)."""
     messages: dict[str, list[str]] = {}
+    modes: dict[str, set[str]] = {}
     for violation in violations:
         messages.setdefault(violation.rule, []).append(violation.message)
+        modes.setdefault(violation.rule, set()).add(violation.mode)
     ran = rules_run_for(policy, pod)
     outcomes = []
     for rule in dict.fromkeys([*VALIDATION_RULES, *messages]):
         if rule in messages:
-            outcomes.append(RuleOutcome(rule, "fail", tuple(messages[rule])))
+            outcomes.append(RuleOutcome(rule, _failure(modes[rule]), tuple(messages[rule])))
         else:
             outcomes.append(RuleOutcome(rule, "pass" if rule in ran else "skip"))
     return tuple(outcomes)
@@ -70,3 +73,9 @@ def rules_run_for(policy: Policy, pod: PodView) -> frozenset[str]:
     if label not in policy.classes:
         return frozenset({visibility.RULE, class_rule.RULE})
     return frozenset({visibility.RULE, class_rule.RULE, *CLASS_RULES})
+
+
+def _failure(modes: set[str]) -> Outcome:
+    if ENFORCE in modes:
+        return "fail"
+    return "warn" if WARN in modes else "audit"

@@ -14,7 +14,7 @@
         verdict: allowed | denied
         message: the denial as kube-apiserver would print it ("" when allowed)
         rules:                          # every validation rule, in a fixed order
-          - {rule: gpu-count, outcome: pass | fail | skip, messages: [...]}
+          - {rule: gpu-count, outcome: pass | fail | warn | audit | skip, messages: [...]}
         patch: [JSONPatch operations of the mutation, against receivedPod]
         diff: unified diff of receivedPod's YAML to mutatedPod's ("" without mutation)
         placement:                      # each pool and GPU model of the policy

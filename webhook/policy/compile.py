@@ -6,6 +6,8 @@ a MIG pool whose GPUs cannot do MIG), with the field path of the mistake.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from webhook.errors import PolicyError
 from webhook.policy import compiled, model
 from webhook.policy.catalog import MigCatalog
@@ -19,8 +21,10 @@ def compile_policy(spec: model.PolicySpec, catalog: MigCatalog, source: str) -> 
         name: _compile_pool(name, pool, spec, catalog, source) for name, pool in spec.pools.items()
     }
     _reject_shared_label_values(pools, source)
+    _check_enforcement(spec, source)
+    class_modes = spec.enforcement.classes
     classes = {
-        name: _compile_class(name, workload, pools, source)
+        name: _compile_class(name, workload, pools, source, class_modes.get(name))
         for name, workload in spec.classes.items()
     }
     node_kinds = tuple(
@@ -51,6 +55,49 @@ def compile_policy(spec: model.PolicySpec, catalog: MigCatalog, source: str) -> 
         node_kinds=node_kinds,
         gpu_taints=_unique(t for pool in pools.values() for t in pool.taints),
         workload_kinds=_compile_workload_kinds(spec.workload_kinds, source),
+        default_mode=spec.enforcement.default,
+        rule_modes=dict(spec.enforcement.rules),
+        exemptions=_compile_exemptions(spec.exemptions, source),
+    )
+
+
+def _check_enforcement(spec: model.PolicySpec, source: str) -> None:
+    enforcement = spec.enforcement
+    _check_rule_names(enforcement.rules, "enforcement.rules", source)
+    for name, overrides in enforcement.classes.items():
+        if name not in spec.classes:
+            raise PolicyError(
+                source,
+                f"enforcement.classes.{name}",
+                f"unknown class {name!r}; classes: {', '.join(spec.classes)}",
+            )
+        _check_rule_names(overrides.rules, f"enforcement.classes.{name}.rules", source)
+
+
+def _check_rule_names(modes: Mapping[str, str], path: str, source: str) -> None:
+    for rule in modes:
+        if rule not in model.RULE_NAMES:
+            raise PolicyError(
+                source,
+                f"{path}.{rule}",
+                f"unknown rule {rule!r}; rules: {', '.join(model.RULE_NAMES)}",
+            )
+
+
+def _compile_exemptions(
+    exemptions: list[model.Exemption], source: str
+) -> tuple[compiled.Exemption, ...]:
+    for index, exemption in enumerate(exemptions):
+        if not exemption.namespaces and not exemption.pod_labels:
+            raise PolicyError(
+                source,
+                f"exemptions[{index}]",
+                "an exemption names namespaces, podLabels or both; "
+                "one with neither would exempt every pod",
+            )
+    return tuple(
+        compiled.Exemption(frozenset(e.namespaces), dict(e.pod_labels), e.reason)
+        for e in exemptions
     )
 
 
@@ -131,7 +178,11 @@ def _compile_model(
 
 
 def _compile_class(
-    name: str, workload: model.WorkloadClass, pools: dict[str, compiled.Pool], source: str
+    name: str,
+    workload: model.WorkloadClass,
+    pools: dict[str, compiled.Pool],
+    source: str,
+    enforcement: model.ClassEnforcement | None = None,
 ) -> compiled.WorkloadClass:
     for index, pool_name in enumerate(workload.pools):
         if pool_name not in pools:
@@ -175,6 +226,8 @@ def _compile_class(
         ),
         taints=_unique(t for p in class_pools for t in p.taints),
         models=tuple(dict.fromkeys(m for p in class_pools for m in p.models)),
+        rule_modes=dict(enforcement.rules) if enforcement else {},
+        mutate=enforcement.mutate if enforcement else True,
     )
 
 

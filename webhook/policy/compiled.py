@@ -95,6 +95,10 @@ class WorkloadClass:
     """The taints of all the class's pools, once each."""
     models: tuple[str, ...]
     """The GPU models the class's pools have, in policy order."""
+    rule_modes: Mapping[str, str] = field(default_factory=dict)
+    """Rule name -> `enforce`, `warn` or `audit` for the class's pods, over the policy's."""
+    mutate: bool = True
+    """False: the class's pods are not mutated (and are judged as written)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +112,20 @@ class TemplateKind:
     """JSON-pointer patterns of its pod templates; `*` matches every key or item."""
     resource: str = ""
     """The plural resource name webhook rules match, e.g. `pytorchjobs`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Exemption:
+    """Pods in one of `namespaces` (any, when empty) with all of `pod_labels` skip validation."""
+
+    namespaces: frozenset[str]
+    pod_labels: Mapping[str, str]
+    reason: str
+
+    def matches(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        if self.namespaces and namespace not in self.namespaces:
+            return False
+        return all(labels.get(key) == value for key, value in self.pod_labels.items())
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +146,25 @@ class Policy:
     """The taints of every GPU pool, once each."""
     workload_kinds: tuple[TemplateKind, ...] = field(default=())
     """Custom workload kinds (PyTorchJob, RayCluster, ...) whose pod templates are judged."""
+
+    default_mode: str = "enforce"
+    rule_modes: Mapping[str, str] = field(default_factory=dict)
+    """Rule name -> `enforce`, `warn` or `audit`; rules not named take `default_mode`."""
+    exemptions: tuple[Exemption, ...] = field(default=())
+
+    def mode_of(self, rule: str, workload_class: str | None) -> str:
+        """The mode of `rule` for a pod of `workload_class` (None: no known class)."""
+        workload = self.classes.get(workload_class) if workload_class is not None else None
+        if workload is not None and rule in workload.rule_modes:
+            return workload.rule_modes[rule]
+        return self.rule_modes.get(rule, self.default_mode)
+
+    def exemption_for(self, namespace: str, labels: Mapping[str, str]) -> Exemption | None:
+        """The first exemption matching a pod in `namespace` with `labels`."""
+        for exemption in self.exemptions:
+            if exemption.matches(namespace, labels):
+                return exemption
+        return None
 
     def pools_of(self, workload_class: WorkloadClass) -> list[Pool]:
         return [self.pools[name] for name in workload_class.pools]

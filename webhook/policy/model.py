@@ -8,7 +8,7 @@ off.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -22,6 +22,30 @@ TEMPLATE_PATH_PATTERN = r"^(/([A-Za-z_][A-Za-z0-9_]*|\*))+$"
 
 LabelKey = str
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+Mode = Literal["enforce", "warn", "audit"]
+"""`enforce` denies; `warn` admits with an AdmissionResponse warning; `audit` admits and
+records the violation in the response's auditAnnotations."""
+
+RULE_NAMES = (
+    "visible-devices",
+    "workload-class",
+    "non-gpu-placement",
+    "pool-placement",
+    "gpu-model",
+    "gpu-quantity",
+    "gpu-count",
+    "mig-profile",
+    "priority-class",
+)
+"""The engine's stable rule names, which `enforcement` may give a mode."""
+
+
+def _rule_modes() -> Any:
+    return Field(
+        default_factory=dict,
+        json_schema_extra={"propertyNames": {"enum": list(RULE_NAMES)}},
+        description="rule name -> mode: enforce, warn or audit",
+    )
 
 
 class StrictModel(BaseModel):
@@ -195,6 +219,46 @@ def default_workload_kinds() -> list[WorkloadKind]:
     ]
 
 
+class ClassEnforcement(StrictModel):
+    rules: dict[str, Mode] = _rule_modes()
+    mutate: bool = Field(default=True, description="false: the class's pods are not mutated")
+
+
+class Enforcement(StrictModel):
+    """What a violated rule does: `default`, then `rules`, then a class's own `rules`."""
+
+    default: Mode = "enforce"
+    rules: dict[str, Mode] = _rule_modes()
+    classes: dict[str, ClassEnforcement] = Field(default_factory=dict)
+
+
+class Exemption(StrictModel):
+    """Pods in one of `namespaces` and carrying every label of `podLabels` skip validation
+    (not mutation); either may be left out, not both."""
+
+    namespaces: list[str] = Field(default_factory=list)
+    pod_labels: dict[str, str] = Field(default_factory=dict, alias="podLabels")
+    reason: str = Field(min_length=1, max_length=256)
+
+    @field_validator("namespaces")
+    @classmethod
+    def _namespaces_are_names(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if not re.fullmatch(NAME_PATTERN, name) or len(name) > 63:
+                raise ValueError(f"namespace {name!r} is not a valid namespace name")
+        return names
+
+    @field_validator("pod_labels")
+    @classmethod
+    def _labels_are_labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        for key, value in labels.items():
+            if not re.fullmatch(LABEL_KEY_PATTERN, key):
+                raise ValueError(f"label key {key!r} is not a valid label key")
+            if not re.fullmatch(LABEL_VALUE_PATTERN, value):
+                raise ValueError(f"label value {value!r} is not a valid label value")
+        return labels
+
+
 class PolicySpec(StrictModel):
     api_version: Literal["gpu-admission.io/v1alpha1"] = Field(alias="apiVersion")
     kind: Literal["Policy"]
@@ -214,5 +278,13 @@ class PolicySpec(StrictModel):
             "custom kinds whose pod templates are validated, besides Deployment, StatefulSet, "
             "DaemonSet, ReplicaSet, Job and CronJob; defaults to Kubeflow, Ray, JobSet and "
             "LeaderWorkerSet kinds, and replaces them when set"
+        ),
+    )
+    enforcement: Enforcement = Field(default_factory=Enforcement)
+    exemptions: list[Exemption] = Field(
+        default_factory=list,
+        description=(
+            "pods that skip validation, with the reason recorded in auditAnnotations; "
+            "there is no built-in exemption label"
         ),
     )
