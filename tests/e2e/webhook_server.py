@@ -56,8 +56,9 @@ class WebhookServer:
     def url(self) -> str:
         return f"https://127.0.0.1:{self.port}"
 
-    def start(self, policy: Path | None = None) -> None:
-        """Start serving `policy` (default: the embedded one) and wait for /healthz."""
+    def start(self, policy: Path | None = None, reload_interval: float | None = None) -> None:
+        """Start serving `policy` (default: the embedded one) and wait for /healthz;
+        `reload_interval` sets how often the policy and certificate files are polled."""
         self.stop()
         self.policy_path = policy
         command = [
@@ -74,6 +75,8 @@ class WebhookServer:
         ]
         if policy is not None:
             command += ["--policy", str(policy)]
+        if reload_interval is not None:
+            command += ["--reload-interval", str(reload_interval)]
         self._starts += 1
         component = Component(
             "gpu-admission", command, self.work_dir / f"gpu-admission-{self._starts}.log"
