@@ -471,10 +471,14 @@ def slots(value: Json) -> Iterator[tuple[dict[str, Json] | list[Json], str | int
 
 @st.composite
 def corrupted_pods(draw: st.DrawFn) -> Json:
-    """A generated pod with arbitrary JSON written over a few of its places."""
-    pod: Json = draw(pods())
+    """A generated pod with arbitrary JSON written over a few of its places.
+
+    The drawn values are copied before they are written over: strategies may hand
+    out shared objects (st.just, sampled_from), and changing those in place makes
+    the next generation differ from its replay (FlakyStrategyDefinition)."""
+    pod: Json = copy.deepcopy(draw(pods()))
     for _ in range(draw(st.integers(1, 3))):
-        value = draw(json_values())
+        value = copy.deepcopy(draw(json_values()))
         kind = draw(st.sampled_from(["place", "container", "quantity", "anywhere"]))
         if kind == "anywhere":
             places = list(slots(pod))
