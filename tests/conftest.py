@@ -1,4 +1,5 @@
-"""Shared fixtures: the default policy, an engine on it, and a builder of AdmissionReviews.
+"""Shared fixtures: the default policy, an engine on it, a builder of AdmissionReviews,
+and a CA with a serving certificate for localhost for tests of the real server.
 
 Pods and containers are built with `tests.builders`; `review` wraps an object in
 an AdmissionReview v1 request the way kube-apiserver sends it (userInfo,
@@ -9,10 +10,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from webhook.certs import create_ca, issue_serving_certificate, write_key_pair
 from webhook.engine import Engine
 from webhook.policy import Policy, load_default_policy
 
@@ -69,3 +73,22 @@ def engine(policy: Policy) -> Engine:
 @pytest.fixture
 def review() -> Review:
     return admission_review
+
+
+@dataclass(frozen=True)
+class Pki:
+    ca_cert: Path
+    cert: Path
+    key: Path
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    directory = tmp_path_factory.mktemp("pki")
+    ca = create_ca("gpu-admission test CA")
+    serving_pair = issue_serving_certificate(
+        ca, "gpu-admission", dns_names=["localhost"], ip_addresses=["127.0.0.1"]
+    )
+    ca_cert, _ = write_key_pair(directory, "ca", ca)
+    cert, key = write_key_pair(directory, "tls", serving_pair)
+    return Pki(ca_cert, cert, key)

@@ -19,23 +19,10 @@ EXAMPLES = REPOSITORY / "examples"
 
 Capture = pytest.CaptureFixture[str]
 
-APP = """\
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: llm-server
-spec:
-  selector:
-    matchLabels: {app: llm-server}
-  template:
-    metadata:
-      labels: {app: llm-server, gpu-admission.io/workload: inference}
-    spec:
-      containers:
-        - name: server
-          image: registry.example/llm-server:1.4
-          resources:
-            limits: {nvidia.com/gpu: 1}
+# The Deployment is the shipped example; the Job breaks the GPU-count rule.
+APP = (
+    (EXAMPLES / "inference-deployment.yaml").read_text("utf-8")
+    + """\
 ---
 apiVersion: batch/v1
 kind: Job
@@ -60,6 +47,10 @@ metadata:
 spec:
   ports: [{port: 80}]
 """
+)
+# Where the Job is reported: the line of its apiVersion, just after the marker.
+JOB_LINE = APP.splitlines().index("kind: Job")
+SERVICE_LINE = APP.splitlines().index("kind: Service")
 
 
 @pytest.fixture
@@ -86,13 +77,17 @@ class TestCheck:
             f"{manifest}:1 Deployment 'llm-server' /spec/template: allowed (class inference)\n"
             in out
         )
-        assert f"{manifest}:18 Job 'resnet-train' /spec/template: DENIED (class training)\n" in out
+        assert (
+            f"{manifest}:{JOB_LINE} Job 'resnet-train' /spec/template: DENIED (class training)\n"
+            in out
+        )
         assert (
             "    FAIL  gpu-count: pod requests 9 nvidia.com/gpu; the largest node in pool training has 8;"
             in out
         )
         assert (
-            f"{manifest}:34 Service 'llm-server': skipped (v1 Service has no pod template)\n" in out
+            f"{manifest}:{SERVICE_LINE} Service 'llm-server': skipped (v1 Service has no pod template)\n"
+            in out
         )
         assert out.endswith("2 pods: 1 allowed, 1 denied; 1 object skipped\n")
 
@@ -127,7 +122,7 @@ class TestCheck:
 
         out, _ = capsys.readouterr()
         assert code == 1
-        assert "-:18 Job 'resnet-train' /spec/template: DENIED (class training)\n" in out
+        assert f"-:{JOB_LINE} Job 'resnet-train' /spec/template: DENIED (class training)\n" in out
 
     def test_json_output_is_a_check_report_with_each_pod_and_each_skipped_object(
         self, manifest: Path, capsys: Capture

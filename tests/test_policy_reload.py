@@ -25,11 +25,10 @@ from cryptography import x509
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.builders import container, pod
-from tests.conftest import admission_review
+from tests.conftest import Pki, admission_review
 from tests.secret_volume import SecretVolume
-from tests.test_serve import Pki, Server, serving, trusting
+from tests.test_serve import Server, serving, trusting
 from webhook.admission import parse_review, to_engine_request
-from webhook.certs import create_ca, issue_serving_certificate, write_key_pair
 from webhook.engine import AdmissionRequest, Engine
 from webhook.metrics import Metrics
 from webhook.policy import load_policy_file
@@ -251,18 +250,6 @@ class ValidateLoop:
             assert time.monotonic() - started < timeout, f"never answered allowed={allowed}"
             time.sleep(0.05)
         return time.monotonic() - started
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    directory = tmp_path_factory.mktemp("pki")
-    ca = create_ca("policy reload test CA")
-    issued = issue_serving_certificate(
-        ca, "localhost", dns_names=["localhost"], ip_addresses=["127.0.0.1"]
-    )
-    ca_cert, _ = write_key_pair(directory, "ca", ca)
-    cert, key = write_key_pair(directory, "tls", issued)
-    return Pki(ca_cert, cert, key)
 
 
 @pytest.fixture

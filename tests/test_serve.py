@@ -26,7 +26,8 @@ import jsonpatch
 import pytest
 
 from tests.builders import container, pod
-from webhook.certs import create_ca, issue_serving_certificate, write_key_pair
+from tests.conftest import Pki
+from webhook.certs import create_ca, write_key_pair
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 STARTUP_SECONDS = 30.0
@@ -113,25 +114,6 @@ def serving(
         yield server
     finally:
         stop(server)
-
-
-@dataclass(frozen=True)
-class Pki:
-    ca_cert: Path
-    cert: Path
-    key: Path
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    directory = tmp_path_factory.mktemp("pki")
-    ca = create_ca("gpu-admission test CA")
-    serving_pair = issue_serving_certificate(
-        ca, "gpu-admission", dns_names=["localhost"], ip_addresses=["127.0.0.1"]
-    )
-    ca_cert, _ = write_key_pair(directory, "ca", ca)
-    cert, key = write_key_pair(directory, "tls", serving_pair)
-    return Pki(ca_cert, cert, key)
 
 
 @pytest.fixture(scope="module")

@@ -42,7 +42,7 @@ class Reach:
 
 
 def reach_of(policy: Policy, pod: PodView) -> list[Reach]:
-    known_keys = frozenset((policy.pool_label, policy.model_label))
+    known_keys = policy.node_label_keys
     return [
         Reach(
             kind=kind,

@@ -54,6 +54,7 @@ def compile_policy(spec: model.PolicySpec, catalog: MigCatalog, source: str) -> 
         classes=classes,
         node_kinds=node_kinds,
         gpu_taints=_unique(t for pool in pools.values() for t in pool.taints),
+        node_label_keys=frozenset((spec.node_labels.pool, spec.node_labels.model)),
         workload_kinds=_compile_workload_kinds(spec.workload_kinds, source),
         default_mode=spec.enforcement.default,
         rule_modes=dict(spec.enforcement.rules),

@@ -144,6 +144,8 @@ class Policy:
     node_kinds: tuple[NodeKind, ...]
     gpu_taints: tuple[Taint, ...] = field(default=())
     """The taints of every GPU pool, once each."""
+    node_label_keys: frozenset[str] = field(default=frozenset())
+    """The node labels the policy knows (pool, model); any other label is unknown."""
     workload_kinds: tuple[TemplateKind, ...] = field(default=())
     """Custom workload kinds (PyTorchJob, RayCluster, ...) whose pod templates are judged."""
 
