@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from webhook.engine.capacity_now import STATIC, CapacityNow
 from webhook.engine.patch import PatchBuilder
 from webhook.engine.placement import tolerated
 from webhook.engine.pod import Container, PodView
@@ -20,12 +21,15 @@ REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
 
-def mutate_pod(policy: Policy, pod: PodView, workload: WorkloadClass) -> list[dict[str, Any]]:
+def mutate_pod(
+    policy: Policy, pod: PodView, workload: WorkloadClass, now: CapacityNow = STATIC
+) -> list[dict[str, Any]]:
+    """The patch; `now` gives PriorityClasses' real values when the cluster is known."""
     patch = PatchBuilder()
     defaulted = _gpu_counts(patch, policy, pod, workload)
     _node_affinity(patch, policy, pod, workload)
     _tolerations(patch, pod, workload)
-    _priority(patch, pod, workload)
+    _priority(patch, pod, workload, now)
     _co_location(patch, pod, workload)
     _isolation(patch, policy, pod, defaulted)
     return patch.operations
@@ -111,14 +115,22 @@ def _tolerations(patch: PatchBuilder, pod: PodView, workload: WorkloadClass) -> 
         patch.append(items, path, toleration)
 
 
-def _priority(patch: PatchBuilder, pod: PodView, workload: WorkloadClass) -> None:
+def _priority(patch: PatchBuilder, pod: PodView, workload: WorkloadClass, now: CapacityNow) -> None:
+    """kube-apiserver's Priority plugin resolved the pod's class before webhooks run, so
+    the value of a class set here is set here too: the cluster's, else the policy's."""
     if pod.priority_class_name is not None:
         return  # its own class is right already; another class is for validation to refuse
-    priority = workload.priority_class
-    patch.set(pod.spec, "/spec", "priorityClassName", priority.name)
-    patch.set(pod.spec, "/spec", "priority", priority.value)
-    if priority.preemption_policy is not None:
-        patch.set(pod.spec, "/spec", "preemptionPolicy", priority.preemption_policy)
+    wanted = workload.priority_class
+    live = now.priority_classes.get(wanted.name) if now.priority_classes is not None else None
+    value, preemption = (
+        (live.value, live.preemption_policy)
+        if live is not None
+        else (wanted.value, wanted.preemption_policy)
+    )
+    patch.set(pod.spec, "/spec", "priorityClassName", wanted.name)
+    patch.set(pod.spec, "/spec", "priority", value)
+    if preemption is not None:
+        patch.set(pod.spec, "/spec", "preemptionPolicy", preemption)
 
 
 def _co_location(patch: PatchBuilder, pod: PodView, workload: WorkloadClass) -> None:

@@ -1,7 +1,9 @@
 """The engine's one seam: an admission request in, a decision out.
 
 Pure: no HTTP, no Kubernetes client, no files, no clocks. The pod is read as
-the plain mapping it arrived as; the patch is computed against it.
+the plain mapping it arrived as; the patch is computed against it. What the
+cluster has now comes in as data (an ``Inventory``) with each review; what it
+means for the policy's pools is worked out once per inventory and kept.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Any
 
 import jsonpatch
 
+from webhook.engine.capacity_now import STATIC, CapacityNow, capacity_now
 from webhook.engine.decision import (
     ENFORCE,
     EXEMPTION,
@@ -21,6 +24,7 @@ from webhook.engine.decision import (
     judge,
     malformed,
 )
+from webhook.engine.inventory import UNKNOWN, Inventory
 from webhook.engine.mutate import mutate_pod
 from webhook.engine.placement import reach_of
 from webhook.engine.pod import PodView, read_pod
@@ -46,8 +50,18 @@ class Engine:
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
         self.kinds = template_kinds(policy)
+        self._seen: tuple[Inventory, CapacityNow] = (UNKNOWN, STATIC)
 
-    def mutate(self, request: AdmissionRequest) -> Decision:
+    def capacity(self, inventory: Inventory) -> CapacityNow:
+        """What the policy's pools have now per `inventory`, worked out once per inventory."""
+        seen, now = self._seen
+        if inventory is seen:
+            return now
+        now = capacity_now(self.policy, inventory)
+        self._seen = (inventory, now)
+        return now
+
+    def mutate(self, request: AdmissionRequest, inventory: Inventory = UNKNOWN) -> Decision:
         """Inject what a workload pod needs; everything that is not a pod CREATE passes."""
         if not request.is_pod_create:
             return allow()
@@ -56,20 +70,24 @@ class Engine:
             workload = self.policy.classes.get(pod.labels.get(self.policy.workload_label, ""))
             if workload is None or not workload.mutate:
                 return allow()
-            return allow(mutate_pod(self.policy, pod, workload))
+            return allow(mutate_pod(self.policy, pod, workload, self.capacity(inventory)))
         except MalformedObject as error:
             return malformed(str(error))
 
-    def validate(self, request: AdmissionRequest) -> Decision:
+    def validate(self, request: AdmissionRequest, inventory: Inventory = UNKNOWN) -> Decision:
         """Refuse pods and workloads whose pods break an enforced rule, with every reason at
         once; warn of and audit the others. Exempted pods are not judged."""
+        now = self.capacity(inventory)
         if request.is_ephemeral_containers_update:
             check = self._ephemeral_containers
         elif request.is_pod_create:
-            check = self.pod_violations
+
+            def check(pod: PodView) -> list[Violation]:
+                return self.pod_violations(pod, now)
+
         else:
             kind = self._workload_kind(request)
-            return allow() if kind is None else self._validate_workload(request, kind)
+            return allow() if kind is None else self._validate_workload(request, kind, now)
         try:
             pod = read_pod(request.object, self.policy)
             exemption = self.policy.exemption_for(_namespace(request, pod), pod.labels)
@@ -80,9 +98,9 @@ class Engine:
             return malformed(str(error))
         return judge(violations, f"gpu-admission denied pod {_name(request, pod)!r}")
 
-    def pod_violations(self, pod: PodView) -> list[Violation]:
+    def pod_violations(self, pod: PodView, now: CapacityNow = STATIC) -> list[Violation]:
         """The pod's violations, each with the mode the policy gives its rule for the pod."""
-        return self._with_modes(pod, self._rule_violations(pod))
+        return self._with_modes(pod, self._rule_violations(pod, now))
 
     def _with_modes(self, pod: PodView, violations: list[Violation]) -> list[Violation]:
         if not violations:
@@ -93,7 +111,7 @@ class Engine:
             for v in violations
         ]
 
-    def _rule_violations(self, pod: PodView) -> list[Violation]:
+    def _rule_violations(self, pod: PodView, now: CapacityNow) -> list[Violation]:
         policy = self.policy
         violations = check_visible_devices(policy, pod.all_containers())
         label = pod.labels.get(policy.workload_label)
@@ -111,20 +129,23 @@ class Engine:
         violations += check_quantities(policy, pod)
         violations += check_model(policy, pod, workload)
         violations += check_class_placement(policy, pod, workload, reach_of(policy, pod))
-        violations += check_capacity(policy, pod, workload)
-        violations += check_priority(pod, workload)
+        violations += check_capacity(policy, pod, workload, now)
+        violations += check_priority(pod, workload, now)
         return violations
 
-    def created_pod_violations(self, obj: dict[str, Any]) -> list[Violation]:
+    def created_pod_violations(
+        self, obj: dict[str, Any], now: CapacityNow = STATIC
+    ) -> list[Violation]:
         """The violations of a pod as it will be admitted: after our mutation at its CREATE."""
         pod = read_pod(obj, self.policy)
         workload = self.policy.classes.get(pod.labels.get(self.policy.workload_label, ""))
         if workload is None or not workload.mutate:
-            return self.pod_violations(pod)
-        patch = mutate_pod(self.policy, pod, workload)
+            return self.pod_violations(pod, now)
+        patch = mutate_pod(self.policy, pod, workload, now)
         if not patch:
-            return self.pod_violations(pod)
-        return self.pod_violations(read_pod(jsonpatch.apply_patch(obj, patch), self.policy))
+            return self.pod_violations(pod, now)
+        mutated = read_pod(jsonpatch.apply_patch(obj, patch), self.policy)
+        return self.pod_violations(mutated, now)
 
     def _workload_kind(self, request: AdmissionRequest) -> TemplateKind | None:
         if request.operation not in ("CREATE", "UPDATE") or request.subresource:
@@ -134,7 +155,9 @@ class Engine:
         kind = template_kind(request.object, self.kinds)
         return None if kind is POD else kind
 
-    def _validate_workload(self, request: AdmissionRequest, kind: TemplateKind) -> Decision:
+    def _validate_workload(
+        self, request: AdmissionRequest, kind: TemplateKind, now: CapacityNow
+    ) -> Decision:
         exempted: list[str] = []
 
         def check(obj: dict[str, Any]) -> list[Violation]:
@@ -143,7 +166,7 @@ class Engine:
             if exemption is not None:
                 exempted.append(exemption.reason)
                 return []
-            return self.created_pod_violations(obj)
+            return self.created_pod_violations(obj, now)
 
         try:
             found = template_violations(request.object, request.old_object, kind, check)

@@ -1,9 +1,10 @@
 """Rules: a pod must fit on one node of its pools, and MIG slices must exist there.
 
-The effective GPU request (see resources.effective_gpu_request) is compared
-with the largest node the policy knows in the class's pools, and each
-`nvidia.com/mig-<profile>` with what the pools' GPU products offer per the
-MIG catalog.
+The effective GPU request (see resources.effective_gpu_request) is compared with
+the largest node of the class's pools, and each `nvidia.com/mig-<profile>` with
+what the pools offer. A pool the live inventory knows (see capacity_now) is judged
+by its schedulable nodes' allocatable resources now; any other pool by the
+policy's static figures and the MIG catalog. The pod passes if one pool fits it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
+from webhook.engine.capacity_now import STATIC, CapacityNow, PoolNow
 from webhook.engine.decision import Violation
 from webhook.engine.pod import PodView
 from webhook.engine.quantities import format_count
@@ -22,7 +24,9 @@ MIG = "mig-profile"
 MIG_PROFILE = re.compile(r"^[1-9][0-9]?g\.[1-9][0-9]*gb(\.me|\.me\.all|\.gfx|-me)?$")
 
 
-def check_capacity(policy: Policy, pod: PodView, workload: WorkloadClass) -> list[Violation]:
+def check_capacity(
+    policy: Policy, pod: PodView, workload: WorkloadClass, now: CapacityNow = STATIC
+) -> list[Violation]:
     model = pod.labels.get(policy.gpu_model_label)
     model = model if model in workload.models else None
     pools = [p for p in policy.pools_of(workload) if model is None or model in p.models]
@@ -30,76 +34,125 @@ def check_capacity(policy: Policy, pod: PodView, workload: WorkloadClass) -> lis
     for resource, amount in effective_gpu_request(policy, pod).items():
         if amount != amount.to_integral_value():
             continue  # the quantity rule names the container
-        if resource == policy.gpu_resource:
-            violations += _whole_gpus(policy, pools, amount, model)
-        else:
-            violations += _mig_slices(policy, pools, resource, amount, model)
+        if resource != policy.gpu_resource and not MIG_PROFILE.match(
+            resource.removeprefix(policy.mig_prefix)
+        ):
+            violations.append(_not_a_mig_resource(policy, resource))
+            continue
+        static = [p for p in pools if now.pool(p.name) is None]
+        live = [pool_now for p in pools if (pool_now := now.pool(p.name)) is not None]
+        problems = []
+        if static:
+            problem = (
+                _whole_gpus(policy, static, amount, model)
+                if resource == policy.gpu_resource
+                else _mig_slices(policy, static, resource, amount, model)
+            )
+            if problem is None:
+                continue
+            problems.append(problem)
+        if live:
+            problem = _live(policy, live, resource, amount, model)
+            if problem is None:
+                continue
+            problems.append(problem)
+        rule = COUNT if resource == policy.gpu_resource else MIG
+        violations.append(Violation(rule, "; ".join(problems)))
     return violations
+
+
+def _not_a_mig_resource(policy: Policy, resource: str) -> Violation:
+    return Violation(
+        MIG,
+        f"{resource} is not a MIG resource name; expected {policy.mig_prefix}"
+        f"<compute>g.<memory>gb such as {policy.mig_prefix}1g.5gb",
+    )
+
+
+def _live(
+    policy: Policy, pools: list[PoolNow], resource: str, amount: Decimal, model: str | None
+) -> str | None:
+    """Why no schedulable node of `pools` holds `amount` of `resource` now, or None."""
+    offers = {p.name: p.largest_of(resource, model) for p in pools}
+    if any(o is not None and amount <= o.amount for o in offers.values()):
+        return None
+    names = " or ".join(offers)
+    held = {name: o for name, o in offers.items() if o is not None}
+    if held:
+        pool = max(held, key=lambda name: held[name].amount)
+        best = held[pool]
+        return (
+            f"pod requests {format_count(amount)} {resource}; the largest node in pool {pool}"
+            f"{_of_model(model)} has {format_count(best.amount)} allocatable now (node "
+            f"{best.node}); split the work into pods of at most {format_count(best.amount)}"
+        )
+    if resource == policy.gpu_resource:
+        return (
+            f"pod requests {format_count(amount)} {resource}; no schedulable node in pool "
+            f"{names}{_of_model(model)} has {resource} allocatable now"
+        )
+    profile = resource.removeprefix(policy.mig_prefix)
+    offered = sorted(
+        {
+            r.removeprefix(policy.mig_prefix)
+            for p in pools
+            for r in p.offered(policy.mig_prefix, model)
+        }
+    )
+    return (
+        f"MIG profile {profile} is not offered now by any schedulable node of pool {names}"
+        f"{_of_model(model)}; "
+        + (
+            f"offered now: {', '.join(offered)}"
+            if offered
+            else f"request {policy.gpu_resource} instead"
+        )
+    )
 
 
 def _whole_gpus(
     policy: Policy, pools: list[Pool], amount: Decimal, model: str | None
-) -> list[Violation]:
+) -> str | None:
     sizes = {p.name: _largest_node(p, model) for p in pools}
     if any(amount <= size for size in sizes.values()):
-        return []
+        return None
     largest = max(sizes, key=lambda name: sizes[name])
-    return [
-        Violation(
-            COUNT,
-            f"pod requests {format_count(amount)} {policy.gpu_resource}; the largest node in "
-            f"pool {largest}{_of_model(model)} has {sizes[largest]}; split the work into pods "
-            f"of at most {sizes[largest]}",
-        )
-    ]
+    return (
+        f"pod requests {format_count(amount)} {policy.gpu_resource}; the largest node in "
+        f"pool {largest}{_of_model(model)} has {sizes[largest]}; split the work into pods "
+        f"of at most {sizes[largest]}"
+    )
 
 
 def _mig_slices(
     policy: Policy, pools: list[Pool], resource: str, amount: Decimal, model: str | None
-) -> list[Violation]:
+) -> str | None:
     profile = resource.removeprefix(policy.mig_prefix)
-    if not MIG_PROFILE.match(profile):
-        return [
-            Violation(
-                MIG,
-                f"{resource} is not a MIG resource name; expected {policy.mig_prefix}"
-                f"<compute>g.<memory>gb such as {policy.mig_prefix}1g.5gb",
-            )
-        ]
     mixed = [p for p in pools if p.mig_strategy == "mixed"]
     if not mixed:
-        return [
-            Violation(
-                MIG,
-                f"pod requests {resource} but pool {' or '.join(p.name for p in pools)} offers no "
-                f"MIG slices ({', '.join(f'{p.name}: {p.mig_strategy}' for p in pools)}); "
-                f"request {policy.gpu_resource} instead",
-            )
-        ]
+        return (
+            f"pod requests {resource} but pool {' or '.join(p.name for p in pools)} offers no "
+            f"MIG slices ({', '.join(f'{p.name}: {p.mig_strategy}' for p in pools)}); "
+            f"request {policy.gpu_resource} instead"
+        )
     capacity = {p.name: p.mig_slices_per_node(profile, model) for p in mixed}
     if not any(capacity.values()):
         offered = sorted(
             {name for p in mixed for m in _models(p, model) for name in m.mig_profiles}
         )
         products = sorted({m.product or m.name for p in mixed for m in _models(p, model)})
-        return [
-            Violation(
-                MIG,
-                f"MIG profile {profile} is not offered by {', '.join(products)} in pool "
-                f"{' or '.join(capacity)}; offered: {', '.join(offered)}",
-            )
-        ]
+        return (
+            f"MIG profile {profile} is not offered by {', '.join(products)} in pool "
+            f"{' or '.join(capacity)}; offered: {', '.join(offered)}"
+        )
     most = max(capacity.values())
     if amount > most:
         pool = max(capacity, key=lambda name: capacity[name])
-        return [
-            Violation(
-                MIG,
-                f"pod requests {format_count(amount)} {resource}; a node in pool {pool} holds "
-                f"at most {most} (per-GPU maximum x GPUs per node)",
-            )
-        ]
-    return []
+        return (
+            f"pod requests {format_count(amount)} {resource}; a node in pool {pool} holds "
+            f"at most {most} (per-GPU maximum x GPUs per node)"
+        )
+    return None
 
 
 def _largest_node(pool: Pool, model: str | None) -> int:

@@ -1,7 +1,13 @@
-"""Rule: a workload pod runs at its own class's priority, never a borrowed one."""
+"""Rule: a workload pod runs at its own class's priority, never a borrowed one.
+
+When the cluster's PriorityClasses are known, a class the policy names that does
+not exist is refused here with what to do, rather than admitted with a class name
+kube-apiserver would never resolve.
+"""
 
 from __future__ import annotations
 
+from webhook.engine.capacity_now import STATIC, CapacityNow
 from webhook.engine.decision import Violation
 from webhook.engine.pod import PodView
 from webhook.policy.compiled import WorkloadClass
@@ -9,23 +15,36 @@ from webhook.policy.compiled import WorkloadClass
 RULE = "priority-class"
 
 
-def check_priority(pod: PodView, workload: WorkloadClass) -> list[Violation]:
+def check_priority(
+    pod: PodView, workload: WorkloadClass, now: CapacityNow = STATIC
+) -> list[Violation]:
     wanted = workload.priority_class
+    if now.priority_classes is not None and wanted.name not in now.priority_classes:
+        return [
+            Violation(
+                RULE,
+                f"the policy runs {workload.name} pods at PriorityClass {wanted.name!r}, which "
+                f"does not exist in this cluster; a cluster operator must create it (value "
+                f"{wanted.value}) or change the policy before {workload.name} pods can run",
+            )
+        ]
     if pod.priority_class_name == wanted.name:
         return []
+    live = now.priority_classes.get(wanted.name) if now.priority_classes is not None else None
+    value = live.value if live is not None else wanted.value
     if pod.priority_class_name is None:
         return [
             Violation(
                 RULE,
                 f"{workload.name} pod has no priorityClassName; it must run at "
-                f"{wanted.name!r} ({wanted.value}) so the scheduler ranks it correctly",
+                f"{wanted.name!r} ({value}) so the scheduler ranks it correctly",
             )
         ]
     return [
         Violation(
             RULE,
             f"{workload.name} pod uses priorityClassName {pod.priority_class_name!r}, but the "
-            f"{workload.name} class runs at {wanted.name!r} ({wanted.value}); remove "
+            f"{workload.name} class runs at {wanted.name!r} ({value}); remove "
             f"priorityClassName (it is set for you) or set it to {wanted.name}",
         )
     ]

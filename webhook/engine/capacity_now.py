@@ -1,0 +1,128 @@
+"""What each pool of a policy offers now, worked out once per inventory.
+
+A node counts for a pool when it carries the pool's label value, takes new pods
+(not cordoned) and advertises at least one GPU resource of the policy
+(``nvidia.com/gpu`` or ``nvidia.com/mig-*``) as allocatable. A node's model is
+the policy's model label when that names one of the pool's models, else the
+model whose product the GPU Feature Discovery label ``nvidia.com/gpu.product``
+ends with (``NVIDIA-A100-SXM4-40GB`` is ``A100-SXM4-40GB``).
+
+A pool with no such node is not "empty now" but unknown: node groups scaled to
+zero by an autoscaler, or a pool whose device plugin has not registered yet, keep
+the policy's static figures. So do all pools while the Node list has never synced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from webhook.engine.inventory import Inventory, NodeFacts, PriorityClassFacts
+from webhook.policy.compiled import Policy, Pool
+
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+
+
+@dataclass(frozen=True, slots=True)
+class Largest:
+    amount: Decimal
+    node: str
+
+
+@dataclass(frozen=True)
+class PoolNow:
+    """The schedulable GPU nodes of one pool as the inventory saw them."""
+
+    name: str
+    nodes: tuple[str, ...]
+    largest: Mapping[tuple[str | None, str], Largest]
+    """(model or None for any model, resource) -> the node with the most of it."""
+    totals: Mapping[str, Decimal]
+    """Resource -> allocatable summed over the pool's nodes."""
+    models: frozenset[str] = field(default_factory=frozenset)
+    mig_strategies: frozenset[str] = field(default_factory=frozenset)
+    """The values of ``nvidia.com/mig.strategy`` on the pool's nodes."""
+
+    def largest_of(self, resource: str, model: str | None = None) -> Largest | None:
+        return self.largest.get((model, resource))
+
+    def offered(self, prefix: str, model: str | None = None) -> list[str]:
+        """The resources starting with `prefix` some node (of `model`) offers, sorted."""
+        return sorted(r for m, r in self.largest if m == model and r.startswith(prefix))
+
+
+@dataclass(frozen=True)
+class CapacityNow:
+    pools: Mapping[str, PoolNow]
+    """Pool name -> what it has now; pools with no schedulable GPU node are absent."""
+    priority_classes: Mapping[str, PriorityClassFacts] | None
+    """Every PriorityClass by name, or None when not known (the policy's values hold)."""
+
+    def pool(self, name: str) -> PoolNow | None:
+        return self.pools.get(name)
+
+
+STATIC = CapacityNow(pools={}, priority_classes=None)
+"""Nothing known of the cluster: the policy's static figures hold everywhere."""
+
+
+def capacity_now(policy: Policy, inventory: Inventory) -> CapacityNow:
+    if inventory.nodes is None:
+        return CapacityNow(pools={}, priority_classes=inventory.priority_classes)
+    by_label = {pool.label_value: pool for pool in policy.pools.values()}
+    members: dict[str, list[tuple[NodeFacts, str | None]]] = {}
+    for node in inventory.nodes:
+        pool = by_label.get(node.labels.get(policy.pool_label, ""))
+        if pool is None or not node.schedulable or not _offers_gpus(policy, node):
+            continue
+        members.setdefault(pool.name, []).append((node, _model_of(policy, pool, node)))
+    pools = {name: _pool_now(policy, name, nodes) for name, nodes in members.items()}
+    return CapacityNow(pools=pools, priority_classes=inventory.priority_classes)
+
+
+def _offers_gpus(policy: Policy, node: NodeFacts) -> bool:
+    return any(
+        resource == policy.gpu_resource or resource.startswith(policy.mig_prefix)
+        for resource in node.allocatable
+    )
+
+
+def _model_of(policy: Policy, pool: Pool, node: NodeFacts) -> str | None:
+    labelled = node.labels.get(policy.model_label)
+    if labelled in pool.models:
+        return labelled
+    product = node.labels.get(PRODUCT_LABEL)
+    if product is None:
+        return None
+    for model in pool.models.values():
+        if model.product and (product == model.product or product.endswith("-" + model.product)):
+            return model.name
+    return None
+
+
+def _pool_now(policy: Policy, name: str, nodes: list[tuple[NodeFacts, str | None]]) -> PoolNow:
+    largest: dict[tuple[str | None, str], Largest] = {}
+    totals: dict[str, Decimal] = {}
+    for node, model in sorted(nodes, key=lambda pair: pair[0].name):
+        for resource, amount in node.allocatable.items():
+            if resource != policy.gpu_resource and not resource.startswith(policy.mig_prefix):
+                continue
+            totals[resource] = totals.get(resource, Decimal(0)) + amount
+            for key in ((None, resource), (model, resource)) if model else ((None, resource),):
+                best = largest.get(key)
+                if best is None or amount > best.amount:
+                    largest[key] = Largest(amount, node.name)
+    return PoolNow(
+        name=name,
+        nodes=tuple(sorted(node.name for node, _ in nodes)),
+        largest=largest,
+        totals=totals,
+        models=frozenset(model for _, model in nodes if model is not None),
+        mig_strategies=frozenset(
+            node.labels[MIG_STRATEGY_LABEL]
+            for node, _ in nodes
+            if MIG_STRATEGY_LABEL in node.labels
+        ),
+    )
