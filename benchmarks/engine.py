@@ -27,12 +27,15 @@ import pstats
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import jsonpatch
 import orjson
 
 from webhook.engine import AdmissionRequest, Decision, Engine
+from webhook.engine.capacity_now import capacity_now
+from webhook.engine.inventory import UNKNOWN, Inventory, NodeFacts, PriorityClassFacts
 from webhook.policy.load import load_default_policy
 
 TARGET_REVIEWS_PER_SECOND = 20_000
@@ -282,10 +285,10 @@ def cases(engine: Engine) -> list[Case]:
     return result
 
 
-def check(engine: Engine, case: Case) -> None:
+def check(engine: Engine, case: Case, inventory: Inventory = UNKNOWN) -> None:
     """The benchmark measures what it says: each pod gets the decision its kind implies."""
-    mutation = engine.mutate(case.mutate)
-    validation = engine.validate(case.validate)
+    mutation = engine.mutate(case.mutate, inventory)
+    validation = engine.validate(case.validate, inventory)
     assert mutation.allowed, (case.name, mutation.message)
     assert bool(mutation.patch) == case.expect_patch, (case.name, mutation.patch)
     assert validation.allowed == case.expect_allowed, (case.name, validation.message)
@@ -295,17 +298,53 @@ def check(engine: Engine, case: Case) -> None:
 # ------------------------------------------------------------------ measuring
 
 
-def measure_engine(engine: Engine, all_cases: list[Case], rounds: int) -> dict[str, list[int]]:
-    """Per case, the nanoseconds of each review (mutate + validate), cases interleaved."""
+def measure_engine(
+    engine: Engine, all_cases: list[Case], rounds: int, inventory: Inventory = UNKNOWN
+) -> dict[str, list[int]]:
+    """Per case, the nanoseconds of each review (mutate + validate), cases interleaved;
+    every review is handed `inventory`, as the service hands it the live one."""
     samples: dict[str, list[int]] = {c.name: [] for c in all_cases}
     mutate, validate, clock = engine.mutate, engine.validate, time.perf_counter_ns
     plan = [(samples[c.name].append, c.mutate, c.validate) for c in all_cases]
     for _ in range(rounds):
         for record, first, second in plan:
             start = clock()
-            mutate(first)
-            validate(second)
+            mutate(first, inventory)
+            validate(second, inventory)
             record(clock() - start)
+    return samples
+
+
+def live_inventory(nodes: int) -> Inventory:
+    """A cluster of `nodes` GPU nodes, a third inference (MIG mixed) and the rest training,
+    as the informer hands it over; every node at least as large as the policy says."""
+    facts = []
+    for index in range(nodes):
+        if index % 3 == 0:
+            labels = {"gpu-pool": "inference", "nvidia-gpu-model": "A100"}
+            allocatable = {"nvidia.com/gpu": Decimal(8), "nvidia.com/mig-1g.5gb": Decimal(56)}
+        else:
+            model = "V100" if index % 2 else "A100"
+            labels = {"gpu-pool": "training", "nvidia-gpu-model": model}
+            allocatable = {"nvidia.com/gpu": Decimal(8)}
+        facts.append(NodeFacts(f"gpu-node-{index:05d}", labels, True, allocatable))
+    classes = {
+        c.priority_class.name: PriorityClassFacts(
+            c.priority_class.name, c.priority_class.value, c.priority_class.preemption_policy
+        )
+        for c in load_default_policy().classes.values()
+    }
+    return Inventory(nodes=tuple(facts), priority_classes=classes)
+
+
+def measure_capacity_now(engine: Engine, inventory: Inventory, rounds: int) -> list[int]:
+    """What each change of the live inventory costs: working out what every pool has now."""
+    samples: list[int] = []
+    clock = time.perf_counter_ns
+    for _ in range(rounds):
+        start = clock()
+        capacity_now(engine.policy, inventory)
+        samples.append(clock() - start)
     return samples
 
 
@@ -461,6 +500,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", action="store_true", help="print cProfile hotspots")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--cpu", type=int, default=None, help="CPU to pin to (default: last)")
+    parser.add_argument(
+        "--nodes", type=int, default=3_000, help="GPU nodes in the live-inventory rows"
+    )
     args = parser.parse_args(argv)
 
     pinned = pin_to_one_core(args.cpu)
@@ -468,6 +510,9 @@ def main(argv: list[str] | None = None) -> None:
     all_cases = cases(engine)
     for case in all_cases:
         check(engine, case)
+    inventory = live_inventory(args.nodes)
+    for case in all_cases:
+        check(engine, case, inventory)
 
     measure_engine(engine, all_cases, args.warmup)
     measure_orjson(all_cases, args.warmup)
@@ -479,12 +524,21 @@ def main(argv: list[str] | None = None) -> None:
     wall = time.perf_counter_ns() - start
     baseline_json = measure_orjson(all_cases, args.rounds)
     baseline_noop = measure_noop(engine, args.rounds * len(all_cases))
+    measure_engine(engine, all_cases, args.warmup, inventory)
+    start = time.perf_counter_ns()
+    live = measure_engine(engine, all_cases, args.rounds, inventory)
+    live_wall = time.perf_counter_ns() - start
+    changes = measure_capacity_now(engine, inventory, max(10, args.rounds // 100))
 
     every = [s for per_case in samples.values() for s in per_case]
     overall = Row.of("all kinds (wall clock)", every, wall)
     json_row = Row.of("baseline: orjson loads+dumps of both bodies", baseline_json)
     noop_row = Row.of("baseline: no-op review (ConfigMap)", baseline_noop)
-    rows = [Row.of(name, s) for name, s in samples.items()] + [overall, json_row, noop_row]
+    live_every = [s for per_case in live.values() for s in per_case]
+    live_row = Row.of(f"all kinds, live inventory of {args.nodes:,} nodes", live_every, live_wall)
+    change_row = Row.of(f"inventory change: capacity_now of {args.nodes:,} nodes", changes)
+    rows = [Row.of(name, s) for name, s in samples.items()] + [overall, live_row, change_row]
+    rows += [json_row, noop_row]
     if not args.no_http:
         rows.append(
             Row.of("HTTP app in-process (httpx)", measure_http(engine, all_cases, args.http_rounds))

@@ -266,3 +266,49 @@ class TestServe:
             f"gpu-admission: refusing to serve a broken policy: {path}: classes.training.pools[0]: "
         )
         assert "unknown pool 'trainig'" in err
+
+
+class TestServeInventory:
+    @pytest.fixture(autouse=True)
+    def outside_a_cluster(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+        monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
+
+    def test_outside_a_cluster_without_a_kubeconfig_the_inventory_is_off(
+        self, served: list[tuple[Policy, ServeSettings]]
+    ) -> None:
+        assert main(["serve"]) == 0
+
+        [(_, settings)] = served
+        assert settings.inventory is False
+
+    def test_a_kubeconfig_turns_the_inventory_on(
+        self, served: list[tuple[Policy, ServeSettings]], tmp_path: Path
+    ) -> None:
+        kubeconfig = tmp_path / "kubeconfig"
+
+        assert main(["serve", "--kubeconfig", str(kubeconfig)]) == 0
+
+        [(_, settings)] = served
+        assert (settings.inventory, settings.kubeconfig) == (True, kubeconfig)
+
+    def test_inside_a_cluster_the_inventory_is_on_unless_turned_off(
+        self, served: list[tuple[Policy, ServeSettings]], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+        monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+
+        assert main(["serve"]) == 0
+        assert main(["serve", "--no-inventory"]) == 0
+
+        [(_, on), (_, off)] = served
+        assert (on.inventory, on.kubeconfig) == (True, None)
+        assert off.inventory is False
+
+    def test_asking_for_the_inventory_outside_a_cluster_without_a_kubeconfig_exits_2(
+        self, served: list[tuple[Policy, ServeSettings]], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        assert main(["serve", "--inventory"]) == 2
+
+        assert served == []
+        assert "--inventory needs --kubeconfig outside a cluster" in capsys.readouterr().err

@@ -349,7 +349,7 @@ def test_the_namespace_is_not_opted_in_so_our_webhooks_never_see_it(base: Object
         } in hook["namespaceSelector"]["matchExpressions"]
 
 
-def test_the_cluster_role_reads_the_policys_objects_and_patches_only_our_webhooks(
+def test_the_cluster_role_reads_the_policys_objects_and_scaled_workloads_and_patches_only_ours(
     base: Objects,
 ) -> None:
     assert one(base, "ClusterRole", "gpu-admission")["rules"] == [
@@ -362,6 +362,11 @@ def test_the_cluster_role_reads_the_policys_objects_and_patches_only_our_webhook
             "apiGroups": ["scheduling.k8s.io"],
             "resources": ["priorityclasses"],
             "verbs": ["get", "list", "watch"],
+        },
+        {
+            "apiGroups": ["apps"],
+            "resources": ["deployments", "statefulsets", "replicasets"],
+            "verbs": ["get"],
         },
         {
             "apiGroups": ["admissionregistration.k8s.io"],

@@ -96,7 +96,7 @@ def test_failure_policy_is_explicit_and_timeout_small(rendered: Any) -> None:
 def test_workloads_have_a_validating_webhook_of_their_own_at_create_and_update(
     rendered: Any,
 ) -> None:
-    pods, workloads = rendered[1]["webhooks"]
+    pods, workloads, _ = rendered[1]["webhooks"]
     assert (pods["name"], workloads["name"]) == (
         "validate.gpu-admission.io",
         "validate-workloads.gpu-admission.io",
@@ -137,3 +137,45 @@ def test_a_policy_without_workload_kinds_still_covers_the_built_in_controllers()
     _, validating = render_webhook_configurations(policy, Endpoint(ca_bundle="x", url="u"))
     rules = validating["webhooks"][1]["rules"]
     assert [r["apiGroups"] for r in rules] == [["apps"], ["batch"]]
+
+
+def test_autoscalers_have_a_validating_webhook_that_only_warns_and_fails_open(
+    rendered: Any,
+) -> None:
+    pods, _, autoscalers = rendered[1]["webhooks"]
+    assert autoscalers["name"] == "warn-autoscalers.gpu-admission.io"
+    assert autoscalers["clientConfig"]["url"] == "https://127.0.0.1:9443/validate"
+    assert autoscalers["rules"] == [
+        {
+            "operations": ["CREATE", "UPDATE"],
+            "apiGroups": ["autoscaling"],
+            "apiVersions": ["v1", "v2"],
+            "resources": ["horizontalpodautoscalers"],
+            "scope": "Namespaced",
+        },
+        {
+            "operations": ["CREATE", "UPDATE"],
+            "apiGroups": ["keda.sh"],
+            "apiVersions": ["v1alpha1"],
+            "resources": ["scaledobjects"],
+            "scope": "Namespaced",
+        },
+    ]
+    assert (autoscalers["failurePolicy"], autoscalers["sideEffects"]) == ("Ignore", "None")
+    assert autoscalers["timeoutSeconds"] == 3
+    assert autoscalers["namespaceSelector"] == pods["namespaceSelector"]
+    assert "matchConditions" not in autoscalers  # what it scales is only known from the cluster
+
+
+def test_every_webhook_but_the_autoscalers_one_fails_closed(rendered: Any) -> None:
+    policies = {
+        hook["name"]: hook["failurePolicy"]
+        for configuration in rendered
+        for hook in configuration["webhooks"]
+    }
+    assert policies == {
+        "mutate.gpu-admission.io": "Fail",
+        "validate.gpu-admission.io": "Fail",
+        "validate-workloads.gpu-admission.io": "Fail",
+        "warn-autoscalers.gpu-admission.io": "Ignore",
+    }

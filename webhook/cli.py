@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -48,6 +49,18 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="seconds between looks at the certificate and policy files (default: 5)",
     )
+    serve.add_argument(
+        "--inventory",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="keep a live inventory of Nodes and PriorityClasses and judge against it "
+        "(default: on inside a cluster or with --kubeconfig, off otherwise)",
+    )
+    serve.add_argument(
+        "--kubeconfig",
+        type=Path,
+        help="cluster for the live inventory (default: the in-cluster service account)",
+    )
     serve.set_defaults(run=_serve)
 
     policy = commands.add_parser("policy", help="work with policy files")
@@ -77,6 +90,15 @@ def _serve(args: argparse.Namespace) -> int:
     except PolicyError as error:
         print(f"gpu-admission: refusing to serve a broken policy: {error}", file=sys.stderr)
         return 2
+    inventory = args.inventory
+    if inventory is None:
+        inventory = args.kubeconfig is not None or in_cluster()
+    if inventory and args.kubeconfig is None and not in_cluster():
+        print(
+            "gpu-admission: --inventory needs --kubeconfig outside a cluster",
+            file=sys.stderr,
+        )
+        return 2
     configure_logging(args.log_level)
     settings = ServeSettings(
         host=args.host,
@@ -86,9 +108,18 @@ def _serve(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         reload_interval=args.reload_interval,
         policy_file=args.policy,
+        inventory=inventory,
+        kubeconfig=args.kubeconfig,
     )
     serve(policy, settings)
     return 0
+
+
+def in_cluster() -> bool:
+    """Whether this process runs in a pod (kubelet sets these for every container)."""
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and bool(
+        os.environ.get("KUBERNETES_SERVICE_PORT")
+    )
 
 
 def _positive_seconds(text: str) -> float:

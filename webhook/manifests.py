@@ -44,7 +44,8 @@ WEBHOOKS_HEADER = f"""\
 # No caBundle: `gpu-admission install` fills it in, and in overlays/cert-manager
 # cert-manager's CA injector does. Leaving the field out (rather than empty) means
 # re-applying this base never erases the bundle they set.
-# failurePolicy is Fail on both webhooks: see deploy/README.md.
+# failurePolicy is Fail on every webhook that can deny, Ignore on the one that only
+# warns of autoscalers: see deploy/README.md.
 """
 
 POLICY_HEADER = """\

@@ -20,12 +20,19 @@ only what it saw. The series:
   was loaded.
 - ``gpu_admission_certificate_expiry_timestamp_seconds``: when the serving certificate
   expires (once ``watch_certificate`` is given the served certificate).
+- ``gpu_admission_inventory_synced{kind}``: 1 once the live cache of ``nodes`` or
+  ``priorityclasses`` has listed them, 0 while the policy's static figures serve
+  instead (only with the live inventory on, see ``watch_inventory``).
+- ``gpu_admission_inventory_sync_age_seconds{kind}``: seconds since that cache was last
+  known current (a list, a watch event or bookmark, or a watch that ended normally);
+  +Inf before its first sync.
 """
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -146,6 +153,34 @@ class Metrics:
         )
         expiry.set_function(lambda: state.not_after.timestamp())
 
+    def watch_inventory(self, ages: Callable[[], Mapping[str, float | None]]) -> None:
+        """Report the live inventory: ``ages()`` gives, by kind, the seconds since the
+        cache was known current, None for a kind never synced."""
+        synced = Gauge(
+            "gpu_admission_inventory_synced",
+            "1 once the live cache of this kind has synced; 0 while static figures serve.",
+            ["kind"],
+            registry=self.registry,
+        )
+        age = Gauge(
+            "gpu_admission_inventory_sync_age_seconds",
+            "Seconds since the live cache of this kind was last known current.",
+            ["kind"],
+            registry=self.registry,
+        )
+        for kind in ages():
+            synced.labels(kind=kind).set_function(functools.partial(_synced, ages, kind))
+            age.labels(kind=kind).set_function(functools.partial(_age, ages, kind))
+
     def exposition(self) -> bytes:
         """The text format Prometheus scrapes."""
         return generate_latest(self.registry)
+
+
+def _synced(ages: Callable[[], Mapping[str, float | None]], kind: str) -> float:
+    return 0.0 if ages().get(kind) is None else 1.0
+
+
+def _age(ages: Callable[[], Mapping[str, float | None]], kind: str) -> float:
+    age = ages().get(kind)
+    return float("inf") if age is None else age

@@ -5,25 +5,36 @@ and the reloader's watcher runs as a task on uvicorn's own event loop, so a rene
 certificate reaches new connections without a restart (see ``webhook.tls_reload``).
 A policy file is watched the same way by a ``PolicyReloader`` (``webhook.policy_reload``);
 the embedded default policy never changes, so nothing watches it.
+
+With the live inventory on, an ``InventoryWatcher`` (``webhook.kube_inventory``) keeps
+Nodes and PriorityClasses in threads of its own; each review is handed its latest
+snapshot, ``/readyz`` and ``/metrics`` say how current it is.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import ssl
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
 from webhook.certs import ensure_dev_serving_certificate
 from webhook.engine import Engine
+from webhook.engine.inventory import Inventory
 from webhook.file_poll import DEFAULT_INTERVAL
-from webhook.http.app import Readiness, create_app
+from webhook.http.app import Readiness, ScaledWorkloads, create_app
+from webhook.inventory_readiness import inventory_readiness
+from webhook.kube import api_client
+from webhook.kube_inventory import InventoryWatcher
+from webhook.kube_targets import fetch_scale_target
 from webhook.metrics import Metrics
 from webhook.policy import Policy
 from webhook.policy_reload import PolicyReloader
@@ -46,6 +57,10 @@ class ServeSettings:
     reload_interval: float = DEFAULT_INTERVAL
     #: The file ``policy`` was loaded from, watched for changes; None for the embedded one.
     policy_file: Path | None = None
+    #: Keep a live inventory of Nodes and PriorityClasses (see ``webhook.kube_inventory``).
+    inventory: bool = False
+    #: Where the cluster is for the inventory; None: the in-cluster service account.
+    kubeconfig: Path | None = None
 
 
 def cache_directory() -> Path:
@@ -86,7 +101,25 @@ def serve(policy: Policy, settings: ServeSettings) -> None:
     if policy_watcher is not None:
         watchers["policy-reloader"] = policy_watcher
     readiness = Readiness(checks={"policy": policy_check, "certificate": reloader.state.readiness})
-    app = create_app(engine, readiness, metrics=metrics)
+    inventory: Callable[[], Inventory] | None = None
+    scaled_workloads: ScaledWorkloads | None = None
+    watcher = None
+    if settings.inventory:
+        api = _kubernetes_client(settings)
+        watcher = InventoryWatcher(api)
+        inventory = _current(watcher)
+        readiness.checks["inventory"] = lambda: inventory_readiness(
+            watcher.status(), watcher.current, engine().policy
+        )
+        metrics.watch_inventory(watcher.sync_age_seconds)
+        scaled_workloads = functools.partial(fetch_scale_target, api)
+    app = create_app(
+        engine,
+        readiness,
+        metrics=metrics,
+        inventory=inventory,
+        scaled_workloads=scaled_workloads,
+    )
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -105,8 +138,36 @@ def serve(policy: Policy, settings: ServeSettings) -> None:
         extra={"url": f"https://{settings.host}:{settings.port}", "policy": policy.source},
     )
     server = uvicorn.Server(config)
-    with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
-        runner.run(_serve_and_watch(server, watchers))
+    if watcher is not None:
+        watcher.start()
+    try:
+        with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
+            runner.run(_serve_and_watch(server, watchers))
+    finally:
+        if watcher is not None:
+            watcher.stop()
+
+
+def _current(watcher: InventoryWatcher) -> Callable[[], Inventory]:
+    return lambda: watcher.current
+
+
+def _kubernetes_client(settings: ServeSettings) -> Any:
+    """A client of the cluster in ``settings``; exits when none can be made of it."""
+    try:
+        api = api_client(settings.kubeconfig)
+    except Exception as error:  # the client raises several kinds for a bad configuration
+        where = str(settings.kubeconfig) if settings.kubeconfig else "the in-cluster account"
+        log.error(
+            "refusing to serve: no Kubernetes client for the live inventory",
+            extra={"kubeconfig": where, "reason": str(error)},
+        )
+        raise SystemExit(2) from None
+    log.info(
+        "live inventory of Nodes and PriorityClasses on",
+        extra={"kubeconfig": str(settings.kubeconfig or "in-cluster")},
+    )
+    return api
 
 
 def _policy_serving(

@@ -15,7 +15,11 @@ the tests prove:
   go to a validating webhook of their own, at CREATE and UPDATE, whose
   condition looks for the same markers in their pod templates
   (webhook.template_conditions). Rules for kinds a cluster does not serve are
-  accepted by kube-apiserver and simply never match.
+  accepted by kube-apiserver and simply never match;
+- autoscalers (HorizontalPodAutoscaler, KEDA ScaledObject) go to a validating
+  webhook that only ever warns (webhook.engine.autoscalers): it fails open and
+  sends every autoscaler of an opted-in namespace, since whether one scales GPU
+  pods is only known from its target.
 """
 
 from __future__ import annotations
@@ -31,14 +35,23 @@ NAME = "gpu-admission"
 MUTATING_WEBHOOK = "mutate.gpu-admission.io"
 VALIDATING_WEBHOOK = "validate.gpu-admission.io"
 WORKLOAD_WEBHOOK = "validate-workloads.gpu-admission.io"
+AUTOSCALER_WEBHOOK = "warn-autoscalers.gpu-admission.io"
 ALWAYS_EXEMPT_NAMESPACES = ("kube-system", "kube-node-lease")
 
-# Fail closed on every webhook: within its scope (opted-in namespaces, GPU-relevant
+# Fail closed on every webhook that can deny: within its scope (opted-in namespaces, GPU-relevant
 # pods), a pod admitted without our mutation would run at priority 0 on no
 # pool, and without validation could borrow priorities or see every GPU.
 # The narrow scope above is what keeps fail-closed from blocking the cluster.
 # Workloads fail closed too: their pods would be refused at creation anyway.
 FAILURE_POLICY = "Fail"
+# The autoscaler webhook never denies, so failing closed would only block autoscalers.
+AUTOSCALER_FAILURE_POLICY = "Ignore"
+
+AUTOSCALER_RULES: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("autoscaling", ("v1", "v2"), "horizontalpodautoscalers"),
+    ("keda.sh", ("v1alpha1",), "scaledobjects"),
+)
+"""(API group, versions, resource) of each autoscaler kind the webhook warns of."""
 
 
 @dataclass(frozen=True)
@@ -164,6 +177,20 @@ def workload_rules(policy: Policy) -> list[dict[str, Any]]:
     ]
 
 
+def autoscaler_rules() -> list[dict[str, Any]]:
+    """CREATE and UPDATE of HorizontalPodAutoscalers and KEDA ScaledObjects (not their status)."""
+    return [
+        {
+            "operations": ["CREATE", "UPDATE"],
+            "apiGroups": [group],
+            "apiVersions": list(versions),
+            "resources": [resource],
+            "scope": "Namespaced",
+        }
+        for group, versions, resource in AUTOSCALER_RULES
+    ]
+
+
 def workload_relevance_condition(policy: Policy) -> str:
     """CEL: true for a workload with a pod template the policy can have an opinion on."""
     return workload_condition(
@@ -210,6 +237,17 @@ def render_webhook_configurations(
         timeout_seconds,
         ("gpu-relevant-template", workload_relevance_condition(policy)),
     )
+    autoscaler_hook = _webhook(
+        AUTOSCALER_WEBHOOK,
+        "/validate",
+        autoscaler_rules(),
+        policy,
+        endpoint,
+        own_namespace,
+        timeout_seconds,
+    )
+    del autoscaler_hook["matchConditions"]  # what it scales is only known from the cluster
+    autoscaler_hook["failurePolicy"] = AUTOSCALER_FAILURE_POLICY
     metadata = {"name": name, "labels": {"app.kubernetes.io/name": "gpu-admission"}}
     return (
         {
@@ -222,6 +260,6 @@ def render_webhook_configurations(
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingWebhookConfiguration",
             "metadata": dict(metadata),
-            "webhooks": [validating_hook, workload_hook],
+            "webhooks": [validating_hook, workload_hook, autoscaler_hook],
         },
     )

@@ -8,12 +8,14 @@ the same code that installs it into a real cluster.
 from __future__ import annotations
 
 import base64
+import json
 import socket
 import ssl
 import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 
@@ -56,9 +58,15 @@ class WebhookServer:
     def url(self) -> str:
         return f"https://127.0.0.1:{self.port}"
 
-    def start(self, policy: Path | None = None, reload_interval: float | None = None) -> None:
+    def start(
+        self,
+        policy: Path | None = None,
+        reload_interval: float | None = None,
+        kubeconfig: Path | None = None,
+    ) -> None:
         """Start serving `policy` (default: the embedded one) and wait for /healthz;
-        `reload_interval` sets how often the policy and certificate files are polled."""
+        `reload_interval` sets how often the policy and certificate files are polled;
+        `kubeconfig` turns the live inventory of that cluster on."""
         self.stop()
         self.policy_path = policy
         command = [
@@ -77,6 +85,8 @@ class WebhookServer:
             command += ["--policy", str(policy)]
         if reload_interval is not None:
             command += ["--reload-interval", str(reload_interval)]
+        if kubeconfig is not None:
+            command += ["--kubeconfig", str(kubeconfig)]
         self._starts += 1
         component = Component(
             "gpu-admission", command, self.work_dir / f"gpu-admission-{self._starts}.log"
@@ -145,6 +155,16 @@ class WebhookServer:
         if der is None:
             raise RuntimeError("the webhook presented no certificate")
         return x509.load_der_x509_certificate(der)
+
+    def readiness(self) -> dict[str, Any]:
+        """The /readyz document (its checks and their details)."""
+        context = ssl.create_default_context(cafile=str(self.ca_path))
+        try:
+            with urllib.request.urlopen(f"{self.url}/readyz", timeout=5, context=context) as r:
+                document: dict[str, Any] = json.loads(r.read())
+        except urllib.error.HTTPError as error:  # 503: not ready, same document
+            document = json.loads(error.read())
+        return document
 
     def _healthy(self) -> bool:
         context = ssl.create_default_context(cafile=str(self.ca_path))

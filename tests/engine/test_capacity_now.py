@@ -201,6 +201,12 @@ class TestPriorityClasses:
         ) in decision.message
         assert admitted(engine, pod("training"), inventory).allowed
 
+    def test_a_class_the_cluster_does_not_have_is_not_injected(self, engine: Engine) -> None:
+        inventory = Inventory(priority_classes={})
+        decision = engine.mutate(pod_create(pod("inference")), inventory)
+        paths = {operation["path"] for operation in decision.patch}
+        assert not {"/spec/priorityClassName", "/spec/priority"} & paths
+
 
 def test_what_pools_have_now_is_worked_out_once_per_inventory(engine: Engine) -> None:
     first = engine.capacity(SMALL_TRAINING)

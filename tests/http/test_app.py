@@ -13,8 +13,9 @@ import jsonpatch
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.builders import container, pod
+from tests.builders import container, mutated, pod
 from webhook.engine import AdmissionRequest, Decision, Engine
+from webhook.engine.inventory import UNKNOWN, Inventory, node_facts
 from webhook.http.app import MAX_BODY_BYTES, Readiness, create_app
 from webhook.policy import Policy
 
@@ -420,17 +421,17 @@ class TestBodySize:
         assert response_of(reply) == {"uid": "u-1", "allowed": True}
 
 
-def crash(self: Engine, request: AdmissionRequest) -> Decision:
+def crash(self: Engine, request: AdmissionRequest, *context: Any) -> Decision:
     raise RuntimeError("rule crashed on purpose")
 
 
 class FailingEngine(Engine):
     """An engine whose every review raises, as a bug in a rule would."""
 
-    def validate(self, request: AdmissionRequest) -> Decision:
+    def validate(self, request: AdmissionRequest, *context: Any) -> Decision:
         raise RuntimeError("rule crashed on purpose")
 
-    def mutate(self, request: AdmissionRequest) -> Decision:
+    def mutate(self, request: AdmissionRequest, *context: Any) -> Decision:
         raise RuntimeError("rule crashed on purpose")
 
 
@@ -525,3 +526,116 @@ class TestProbes:
         assert reply.status_code == 503
         assert reply.json()["ready"] is False
         assert reply.json()["checks"]["certificate"] == {"ok": False, "detail": "tls.crt expired"}
+
+
+class TestInventory:
+    def test_each_review_is_judged_on_the_inventory_the_app_is_given(
+        self, engine: Engine, review: Review
+    ) -> None:
+        facts = node_facts(
+            {
+                "metadata": {"name": "gpu-node-07", "labels": {"gpu-pool": "training"}},
+                "status": {"allocatable": {"nvidia.com/gpu": "4"}},
+            }
+        )
+        assert facts is not None
+        current = {"inventory": UNKNOWN}
+        client = TestClient(create_app(lambda: engine, inventory=lambda: current["inventory"]))
+        eight = mutated(engine, pod("training", containers=[container(gpus=8)]))
+
+        before = response_of(client.post("/validate", json=review(eight, uid="before")))
+        current["inventory"] = Inventory(nodes=(facts,))
+        after = response_of(client.post("/validate", json=review(eight, uid="after")))
+
+        assert before["allowed"] is True
+        assert after["allowed"] is False
+        assert "has 4 allocatable now (node gpu-node-07)" in after["status"]["message"]
+
+
+def training_deployment(gpus: int) -> dict[str, Any]:
+    template = pod("training", containers=[container(gpus=gpus)])
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "trainer", "namespace": "ml"},
+        "spec": {"template": {"metadata": template["metadata"], "spec": template["spec"]}},
+    }
+
+
+def hpa(max_replicas: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "trainer", "namespace": "ml"},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "trainer"},
+            "maxReplicas": max_replicas,
+        },
+    }
+
+
+class TestAutoscalers:
+    @pytest.fixture
+    def four_gpus(self) -> Inventory:
+        facts = node_facts(
+            {
+                "metadata": {"name": "gpu-node-07", "labels": {"gpu-pool": "training"}},
+                "status": {"allocatable": {"nvidia.com/gpu": "4"}},
+            }
+        )
+        assert facts is not None
+        return Inventory(nodes=(facts,))
+
+    def hpa_review(self, review: Review, max_replicas: int) -> dict[str, Any]:
+        return review(
+            hpa(max_replicas),
+            kind="HorizontalPodAutoscaler",
+            group="autoscaling",
+            version="v2",
+            resource="horizontalpodautoscalers",
+            name="trainer",
+        )
+
+    def test_the_workload_an_autoscaler_targets_is_read_and_a_warning_returned(
+        self, engine: Engine, review: Review, four_gpus: Inventory
+    ) -> None:
+        asked: list[str] = []
+
+        def read(target: Any, kinds: Any) -> dict[str, Any]:
+            asked.append(f"{target.namespace}/{target.kind}/{target.name}")
+            return training_deployment(2)
+
+        app = create_app(lambda: engine, inventory=lambda: four_gpus, scaled_workloads=read)
+        response = response_of(TestClient(app).post("/validate", json=self.hpa_review(review, 3)))
+
+        assert asked == ["ml/Deployment/trainer"]
+        assert response["allowed"] is True
+        [warning] = response["warnings"]
+        assert "replicas beyond 2 could never schedule" in warning
+
+    def test_a_target_that_cannot_be_read_admits_the_autoscaler_without_a_warning(
+        self, engine: Engine, review: Review, four_gpus: Inventory, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        def read(target: Any, kinds: Any) -> dict[str, Any]:
+            raise RuntimeError("403 Forbidden")
+
+        app = create_app(lambda: engine, inventory=lambda: four_gpus, scaled_workloads=read)
+        with caplog.at_level(logging.WARNING, logger="gpu_admission.http"):
+            response = response_of(
+                TestClient(app).post("/validate", json=self.hpa_review(review, 3))
+            )
+
+        assert response["allowed"] is True
+        assert "warnings" not in response
+        assert "cannot read the workload an autoscaler targets" in caplog.text
+
+    def test_pods_are_never_looked_up(
+        self, engine: Engine, review: Review, four_gpus: Inventory
+    ) -> None:
+        def read(target: Any, kinds: Any) -> dict[str, Any]:
+            raise AssertionError("no lookup for a pod")
+
+        app = create_app(lambda: engine, inventory=lambda: four_gpus, scaled_workloads=read)
+        response = response_of(TestClient(app).post("/validate", json=review(pod("inference"))))
+
+        assert "uid" in response

@@ -188,3 +188,24 @@ def test_warned_audited_and_exempted_rules_are_counted_beside_the_decision(
         ("validate", "CREATE", "exempted", ""): 1,
         ("validate", "CREATE", "denied", "pool-placement"): 1,
     }
+
+
+def test_the_inventory_series_say_which_kinds_synced_and_how_long_ago(engine: Engine) -> None:
+    ages: dict[str, float | None] = {"nodes": None, "priorityclasses": None}
+    metrics = Metrics()
+    metrics.watch_inventory(lambda: ages)
+    client = TestClient(create_app(lambda: engine, metrics=metrics))
+
+    before = scrape(client)
+    ages["nodes"] = 2.5
+    after = scrape(client)
+
+    assert value(before, "gpu_admission_inventory_synced", kind="nodes") == 0
+    assert value(before, "gpu_admission_inventory_sync_age_seconds", kind="nodes") == float("inf")
+    assert value(after, "gpu_admission_inventory_synced", kind="nodes") == 1
+    assert value(after, "gpu_admission_inventory_sync_age_seconds", kind="nodes") == 2.5
+    assert value(after, "gpu_admission_inventory_synced", kind="priorityclasses") == 0
+
+
+def test_without_the_inventory_there_are_no_inventory_series(client: TestClient) -> None:
+    assert not [name for name, _ in scrape(client) if name.startswith("gpu_admission_inventory")]

@@ -116,12 +116,16 @@ def _tolerations(patch: PatchBuilder, pod: PodView, workload: WorkloadClass) -> 
 
 
 def _priority(patch: PatchBuilder, pod: PodView, workload: WorkloadClass, now: CapacityNow) -> None:
-    """kube-apiserver's Priority plugin resolved the pod's class before webhooks run, so
-    the value of a class set here is set here too: the cluster's, else the policy's."""
+    """kube-apiserver's Priority plugin resolves the class again after a webhook changed
+    the pod and refuses a value that is not the class's, so the value set is the
+    cluster's when known, else the policy's. A class the cluster is known not to have
+    is left out: the plugin would refuse it with no hint, the priority rule explains."""
     if pod.priority_class_name is not None:
         return  # its own class is right already; another class is for validation to refuse
     wanted = workload.priority_class
     live = now.priority_classes.get(wanted.name) if now.priority_classes is not None else None
+    if now.priority_classes is not None and live is None:
+        return  # kube-apiserver would refuse the name unexplained; validation says why
     value, preemption = (
         (live.value, live.preemption_policy)
         if live is not None

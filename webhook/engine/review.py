@@ -9,10 +9,12 @@ means for the policy's pools is worked out once per inventory and kept.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import jsonpatch
 
+from webhook.engine.autoscalers import ScaleTarget, autoscaler_warnings, scale_target
 from webhook.engine.capacity_now import STATIC, CapacityNow, capacity_now
 from webhook.engine.decision import (
     ENFORCE,
@@ -74,10 +76,26 @@ class Engine:
         except MalformedObject as error:
             return malformed(str(error))
 
-    def validate(self, request: AdmissionRequest, inventory: Inventory = UNKNOWN) -> Decision:
+    def scale_target(self, request: AdmissionRequest) -> ScaleTarget | None:
+        """What an autoscaler under review scales; its object is for `validate` to read."""
+        return scale_target(request)
+
+    def validate(
+        self,
+        request: AdmissionRequest,
+        inventory: Inventory = UNKNOWN,
+        scaled: Mapping[str, Any] | None = None,
+    ) -> Decision:
         """Refuse pods and workloads whose pods break an enforced rule, with every reason at
-        once; warn of and audit the others. Exempted pods are not judged."""
+        once; warn of and audit the others. Exempted pods are not judged.
+
+        An autoscaler is always admitted, with a warning when it can scale `scaled` (the
+        workload it targets, as the cluster has it) beyond what its pools have now."""
         now = self.capacity(inventory)
+        target = self.scale_target(request)
+        if target is not None:
+            warnings = autoscaler_warnings(self.policy, target, scaled, now, self.kinds)
+            return Decision(allowed=True, warnings=tuple(warnings))
         if request.is_ephemeral_containers_update:
             check = self._ephemeral_containers
         elif request.is_pod_create:

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
 from webhook.admission import (
@@ -30,7 +31,10 @@ from webhook.admission import (
     to_engine_request,
 )
 from webhook.engine import AdmissionRequest, Decision, Engine
+from webhook.engine.autoscalers import ScaleTarget
 from webhook.engine.decision import AUDIT, ENFORCE, EXEMPTION, WARN
+from webhook.engine.inventory import UNKNOWN, Inventory
+from webhook.engine.templates import TemplateKind
 from webhook.metrics import CONTENT_TYPE, Metrics
 
 log = logging.getLogger("gpu_admission.http")
@@ -41,6 +45,14 @@ MAX_BODY_BYTES = 7 * 1024 * 1024
 
 class BodyTooLarge(Exception):
     pass
+
+
+Judge = Callable[[Engine, AdmissionRequest, Inventory, Mapping[str, Any] | None], Decision]
+"""One webhook's call into the engine: engine, request, what the cluster has now and
+the workload an autoscaler under review targets."""
+
+ScaledWorkloads = Callable[[ScaleTarget, tuple[TemplateKind, ...]], Mapping[str, Any] | None]
+"""Reads the workload an autoscaler targets (a blocking call, run in a worker thread)."""
 
 
 @dataclass
@@ -67,19 +79,24 @@ def create_app(
     readiness: Readiness | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
     metrics: Metrics | None = None,
+    inventory: Callable[[], Inventory] | None = None,
+    scaled_workloads: ScaledWorkloads | None = None,
 ) -> FastAPI:
     """`engine` returns the engine to use for one review (it may change on policy reload).
 
-    `metrics` is where reviews are counted (a new `Metrics` unless given).
+    `metrics` is where reviews are counted (a new `Metrics` unless given); `inventory`
+    returns what the cluster has now, handed to the engine with each review (without
+    it, or until it has synced, the engine uses the policy's static figures);
+    `scaled_workloads` reads the workload an autoscaler under review targets (without
+    it, autoscalers are admitted without looking).
     """
     app = FastAPI(title="gpu-admission", docs_url=None, redoc_url=None, openapi_url=None)
     readiness = readiness or Readiness()
     counted = metrics or Metrics()
+    cluster = inventory or (lambda: UNKNOWN)
     app.state.metrics = counted
 
-    async def review(
-        request: Request, webhook: str, judge: Callable[[Engine, AdmissionRequest], Decision]
-    ) -> Response:
+    async def review(request: Request, webhook: str, judge: Judge) -> Response:
         started = time.perf_counter()
         response, operation, decision = await answer(request, judge)
         flagged: list[tuple[str, str]] = []
@@ -96,9 +113,29 @@ def create_app(
         counted.review(webhook, operation, outcome, rules, seconds, flagged)
         return response
 
-    async def answer(
-        request: Request, judge: Callable[[Engine, AdmissionRequest], Decision]
-    ) -> tuple[Response, str, Decision | None]:
+    async def scaled_workload(
+        current: Engine, request: AdmissionRequest
+    ) -> Mapping[str, Any] | None:
+        """The workload an autoscaler under review targets, if one is and it can be read;
+        a failed read costs the autoscaler its warning, never its admission."""
+        target = current.scale_target(request) if scaled_workloads is not None else None
+        if target is None or scaled_workloads is None:
+            return None
+        try:
+            return await run_in_threadpool(scaled_workloads, target, current.kinds)
+        except Exception as error:
+            log.warning(
+                "cannot read the workload an autoscaler targets; admitted without a look",
+                extra={
+                    "uid": request.uid,
+                    "target": f"{target.kind}/{target.name}",
+                    "namespace": target.namespace,
+                    "reason": str(error),
+                },
+            )
+            return None
+
+    async def answer(request: Request, judge: Judge) -> tuple[Response, str, Decision | None]:
         """The reply, the operation reviewed ("" if unknown) and the engine's decision
         (None when there is none: a bad body, or an engine that failed)."""
         try:
@@ -114,7 +151,9 @@ def create_app(
         uid = parsed.request.uid
         operation = parsed.request.operation
         try:
-            decision = judge(engine(), to_engine_request(parsed))
+            current, engine_request = engine(), to_engine_request(parsed)
+            scaled = await scaled_workload(current, engine_request)
+            decision = judge(current, engine_request, cluster(), scaled)
         except Exception:
             log.exception("engine failed", extra={"uid": uid})
             failed = errored(uid, 500, "gpu-admission internal error; see its logs")
@@ -134,11 +173,15 @@ def create_app(
 
     @app.post("/mutate")
     async def mutate(request: Request) -> Response:
-        return await review(request, "mutate", lambda engine, req: engine.mutate(req))
+        return await review(
+            request, "mutate", lambda engine, req, now, scaled: engine.mutate(req, now)
+        )
 
     @app.post("/validate")
     async def validate(request: Request) -> Response:
-        return await review(request, "validate", lambda engine, req: engine.validate(req))
+        return await review(
+            request, "validate", lambda engine, req, now, scaled: engine.validate(req, now, scaled)
+        )
 
     @app.get("/healthz")
     async def healthz() -> Response:

@@ -1,0 +1,228 @@
+"""Autoscalers that can scale a GPU workload beyond what its pools have now.
+
+A HorizontalPodAutoscaler (autoscaling/v1, v2) or a KEDA ScaledObject
+(keda.sh/v1alpha1) is admitted whatever it says; when its maximum times the GPUs
+of one replica exceeds the GPUs its workload's pools have now (allocatable
+summed over their schedulable nodes), it is admitted with a warning naming the
+largest maximum that could still schedule.
+
+A replica is the pod the target's single pod template becomes: requests
+defaulted from limits by kube-apiserver, then our mutation (the class's default
+GPU count, ...). Nothing is warned of while any pool of the class is unknown
+(see webhook.engine.capacity_now), nor for odd shapes: a field of the wrong type
+means no warning, never an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import jsonpatch
+import jsonpointer
+
+from webhook.engine.capacity_now import CapacityNow, PoolNow
+from webhook.engine.mutate import mutate_pod
+from webhook.engine.pod import PodView, read_pod
+from webhook.engine.quantities import format_count
+from webhook.engine.request import AdmissionRequest
+from webhook.engine.resources import effective_gpu_request
+from webhook.engine.templates import (
+    POD,
+    TemplateKind,
+    api_group,
+    pod_from_template,
+    pod_templates,
+    template_kind,
+)
+from webhook.errors import MalformedObject
+from webhook.policy.compiled import Policy, WorkloadClass
+
+HPA_GROUP, HPA_KIND = "autoscaling", "HorizontalPodAutoscaler"
+KEDA_GROUP, KEDA_KIND = "keda.sh", "ScaledObject"
+KEDA_DEFAULT_MAX_REPLICAS = 100
+"""KEDA's `spec.maxReplicaCount` when left out."""
+KEDA_DEFAULT_API_VERSION, KEDA_DEFAULT_KIND = "apps/v1", "Deployment"
+"""KEDA's `spec.scaleTargetRef` defaults, each applied on its own."""
+
+WARNING_PREFIX = "gpu-admission: "
+WARNING_LIMIT = 256
+"""kube-apiserver truncates longer warnings; ours are cut short with `...` first."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleTarget:
+    """What an autoscaler scales, and up to how many replicas."""
+
+    autoscaler_kind: str
+    """`HorizontalPodAutoscaler` or `ScaledObject`."""
+    autoscaler_name: str
+    namespace: str
+    api_version: str
+    """The target's apiVersion, e.g. `apps/v1`; empty when an HPA leaves it out."""
+    kind: str
+    name: str
+    max_replicas: int
+
+    @property
+    def group(self) -> str:
+        """The target's API group: `apps` of `apps/v1`."""
+        return api_group(self.api_version)
+
+    @property
+    def version(self) -> str:
+        """The target's API version: `v1` of `apps/v1`."""
+        return self.api_version.rsplit("/", 1)[-1]
+
+    @property
+    def max_replicas_field(self) -> str:
+        return "maxReplicaCount" if self.autoscaler_kind == KEDA_KIND else "maxReplicas"
+
+
+def scale_target(request: AdmissionRequest) -> ScaleTarget | None:
+    """The target of an HPA or ScaledObject being created or updated; None for any
+    other request, and for an autoscaler whose fields are missing or oddly typed."""
+    if request.operation not in ("CREATE", "UPDATE") or request.subresource:
+        return None
+    autoscaler = (request.group, request.kind)
+    if autoscaler not in ((HPA_GROUP, HPA_KIND), (KEDA_GROUP, KEDA_KIND)):
+        return None
+    obj = request.object
+    if not isinstance(obj, Mapping):
+        return None
+    metadata = _mapping(obj.get("metadata"))
+    name = request.name or _text(metadata.get("name")) or _text(metadata.get("generateName"))
+    namespace = request.namespace or _text(metadata.get("namespace"))
+    spec = _mapping(obj.get("spec"))
+    ref = _mapping(spec.get("scaleTargetRef"))
+    target_name = _text(ref.get("name"))
+    if request.kind == KEDA_KIND:
+        api_version = ref.get("apiVersion") or KEDA_DEFAULT_API_VERSION
+        kind = ref.get("kind") or KEDA_DEFAULT_KIND
+        max_replicas = spec.get("maxReplicaCount")
+        if max_replicas is None:
+            max_replicas = KEDA_DEFAULT_MAX_REPLICAS
+    else:
+        api_version = ref.get("apiVersion") or ""
+        kind = ref.get("kind")
+        max_replicas = spec.get("maxReplicas")
+    if not (name and namespace and target_name and isinstance(kind, str) and kind):
+        return None
+    if not isinstance(api_version, str):
+        return None
+    if not isinstance(max_replicas, int) or isinstance(max_replicas, bool) or max_replicas < 1:
+        return None
+    return ScaleTarget(
+        autoscaler_kind=request.kind,
+        autoscaler_name=name,
+        namespace=namespace,
+        api_version=api_version,
+        kind=kind,
+        name=target_name,
+        max_replicas=max_replicas,
+    )
+
+
+def target_kind(target: ScaleTarget, kinds: tuple[TemplateKind, ...]) -> TemplateKind | None:
+    """The kind among `kinds` (not Pod) that `target` names, or None: worth fetching only then."""
+    kind = template_kind({"apiVersion": target.api_version, "kind": target.kind}, kinds)
+    return None if kind is None or kind is POD else kind
+
+
+def autoscaler_warnings(
+    policy: Policy,
+    target: ScaleTarget,
+    workload: Mapping[str, Any] | None,
+    capacity: CapacityNow,
+    kinds: tuple[TemplateKind, ...],
+) -> list[str]:
+    """A warning per GPU resource of which `target.max_replicas` replicas of `workload`
+    (the target as read from the cluster; None when absent) need more than the
+    workload's class's pools have now. Empty when anything needed is not known."""
+    if not isinstance(workload, Mapping):
+        return []
+    kind = target_kind(target, kinds)
+    if kind is None or template_kind(workload, kinds) != kind:
+        return []
+    replica = _replica(policy, workload, kind)
+    if replica is None:
+        return []
+    pod, workload_class = replica
+    requested = effective_gpu_request(policy, pod)
+    if not requested:
+        return []
+    pools = [capacity.pool(pool.name) for pool in policy.pools_of(workload_class)]
+    known = [pool for pool in pools if pool is not None]
+    if not known or len(known) != len(pools):
+        return []
+    warnings = []
+    for resource in sorted(requested, key=lambda r: (r != policy.gpu_resource, r)):
+        per_replica = requested[resource]
+        available = sum((pool.totals.get(resource, Decimal(0)) for pool in known), Decimal(0))
+        if target.max_replicas * per_replica > available:
+            warnings.append(_warning(target, resource, per_replica, known, available))
+    return warnings
+
+
+def _replica(
+    policy: Policy, workload: Mapping[str, Any], kind: TemplateKind
+) -> tuple[PodView, WorkloadClass] | None:
+    """The pod one replica of `workload` is, after defaulting and our mutation, with its
+    class; None without exactly one template, a known class, or a readable pod."""
+    try:
+        templates = pod_templates(workload, kind)
+        if len(templates) != 1:
+            return None
+        obj = pod_from_template(templates[0][1])
+        pod = read_pod(obj, policy)
+        workload_class = policy.classes.get(pod.labels.get(policy.workload_label, ""))
+        if workload_class is None:
+            return None
+        if workload_class.mutate:
+            patch = mutate_pod(policy, pod, workload_class)
+            if patch:
+                pod = read_pod(jsonpatch.apply_patch(obj, patch), policy)
+    except (MalformedObject, jsonpatch.JsonPatchException, jsonpointer.JsonPointerException):
+        return None
+    return pod, workload_class
+
+
+def _warning(
+    target: ScaleTarget,
+    resource: str,
+    per_replica: Decimal,
+    pools: list[PoolNow],
+    available: Decimal,
+) -> str:
+    names = ", ".join(pool.name for pool in pools)
+    where = f"pool {names} has" if len(pools) == 1 else f"pools {names} have"
+    fits = int(available // per_replica)
+    wanted = target.max_replicas * per_replica
+    replicas = "replica" if target.max_replicas == 1 else "replicas"
+    scales = (
+        f"{target.autoscaler_kind} {target.autoscaler_name} can scale "
+        f"{target.kind} {target.name} to {target.max_replicas} {replicas} of "
+        f"{format_count(per_replica)} {resource} ({format_count(wanted)}); "
+        f"{where} {format_count(available)} allocatable now"
+    )
+    if fits == 0:
+        advice = f"so no replica could ever schedule; add nodes with {resource}"
+    else:
+        advice = (
+            f"so replicas beyond {fits} could never schedule; "
+            f"lower {target.max_replicas_field} to {fits} or add nodes"
+        )
+    text = f"{WARNING_PREFIX}{scales}, {advice}"
+    if len(text) > WARNING_LIMIT:
+        text = text[: WARNING_LIMIT - 3].rstrip() + "..."
+    return text
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
