@@ -245,13 +245,22 @@ class TestEvaluation:
         ]
         assert report.allowed
 
-    def test_a_workload_without_its_template_is_denied_as_malformed(self, engine: Engine) -> None:
+    def test_a_workload_whose_template_is_not_a_mapping_is_denied_as_malformed(
+        self, engine: Engine
+    ) -> None:
         evaluation = evaluated(
             engine,
-            {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {}},
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "d"},
+                "spec": {"template": ["not", "a", "template"]},
+            },
         )
         assert not evaluation.allowed
-        assert evaluation.message == "malformed object: spec.template: is required"
+        assert evaluation.message == (
+            "malformed object: spec.template: a pod template must be a mapping"
+        )
         assert evaluation.rules == ()
 
     def test_a_malformed_pod_is_denied_with_the_engines_reason(self, engine: Engine) -> None:

@@ -290,3 +290,117 @@ def test_a_job_set_with_a_bad_replicated_job_fails_at_apply(
         TOO_MANY,
     )
     assert "replicatedJobs[0]" not in result.stderr
+
+
+def long_running_template(gpus: int) -> dict[str, Any]:
+    """A template of a long-running controller (restartPolicy Always, the default)."""
+    template = training_template({"nvidia.com/gpu": gpus}, app="llm", **TRAINING)
+    del template["spec"]["restartPolicy"]
+    return template
+
+
+def controller(kind: str, name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name}, "spec": spec}
+
+
+SELECTOR = {"matchLabels": {"app": "llm"}}
+
+
+def every_kind_with_a_bad_template() -> list[Any]:
+    """(CRD or None, object, its template's field path) for each kind not covered above."""
+    bad = long_running_template(9)
+    bad_job = training_template({"nvidia.com/gpu": 9}, **TRAINING)
+    ray_cluster = {
+        "headGroupSpec": {"template": training_template({}, **TRAINING)},
+        "workerGroupSpecs": [{"groupName": "gpu", "template": bad_job}],
+    }
+    return [
+        pytest.param(
+            None,
+            controller("StatefulSet", "llm", serviceName="llm", selector=SELECTOR, template=bad),
+            "spec.template",
+            id="StatefulSet",
+        ),
+        pytest.param(
+            None,
+            controller("DaemonSet", "llm", selector=SELECTOR, template=bad),
+            "spec.template",
+            id="DaemonSet",
+        ),
+        pytest.param(
+            None,
+            controller("ReplicaSet", "llm", selector=SELECTOR, template=bad),
+            "spec.template",
+            id="ReplicaSet",
+        ),
+        pytest.param(
+            crd("kubeflow.org", "TFJob", "v1"),
+            {
+                "apiVersion": "kubeflow.org/v1",
+                "kind": "TFJob",
+                "metadata": {"name": "llm"},
+                "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 2, "template": bad_job}}},
+            },
+            "spec.tfReplicaSpecs.Worker.template",
+            id="TFJob",
+        ),
+        pytest.param(
+            crd("kubeflow.org", "MPIJob", "v2beta1"),
+            {
+                "apiVersion": "kubeflow.org/v2beta1",
+                "kind": "MPIJob",
+                "metadata": {"name": "llm"},
+                "spec": {"mpiReplicaSpecs": {"Worker": {"replicas": 2, "template": bad_job}}},
+            },
+            "spec.mpiReplicaSpecs.Worker.template",
+            id="MPIJob",
+        ),
+        pytest.param(
+            crd("ray.io", "RayCluster", "v1"),
+            {
+                "apiVersion": "ray.io/v1",
+                "kind": "RayCluster",
+                "metadata": {"name": "llm"},
+                "spec": ray_cluster,
+            },
+            "spec.workerGroupSpecs[0].template",
+            id="RayCluster",
+        ),
+        pytest.param(
+            crd("ray.io", "RayJob", "v1"),
+            {
+                "apiVersion": "ray.io/v1",
+                "kind": "RayJob",
+                "metadata": {"name": "llm"},
+                "spec": {"entrypoint": "python train.py", "rayClusterSpec": ray_cluster},
+            },
+            "spec.rayClusterSpec.workerGroupSpecs[0].template",
+            id="RayJob",
+        ),
+        pytest.param(
+            crd("leaderworkerset.x-k8s.io", "LeaderWorkerSet", "v1"),
+            {
+                "apiVersion": "leaderworkerset.x-k8s.io/v1",
+                "kind": "LeaderWorkerSet",
+                "metadata": {"name": "llm"},
+                "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 4, "workerTemplate": bad}},
+            },
+            "spec.leaderWorkerTemplate.workerTemplate",
+            id="LeaderWorkerSet",
+        ),
+    ]
+
+
+@pytest.mark.parametrize(("definition", "workload", "path"), every_kind_with_a_bad_template())
+def test_every_other_controller_and_ml_kind_with_a_bad_template_fails_at_apply(
+    controlplane: ControlPlane,
+    opted_in: str,
+    definition: dict[str, Any] | None,
+    workload: dict[str, Any],
+    path: str,
+) -> None:
+    served = custom_kind(controlplane, definition) if definition else contextlib.nullcontext()
+    with served:
+        result = controlplane.apply(json.dumps(workload), namespace=opted_in, check=False)
+
+    assert_denied(result, f"{workload['kind']} '{opted_in}/llm' template ({path}):", TOO_MANY)

@@ -64,8 +64,10 @@ def template_kind(
 def pod_templates(obj: Mapping[str, Any], kind: TemplateKind) -> list[tuple[str, Any]]:
     """(JSON pointer, template) for each pod template of `obj`, in document order.
 
-    A missing or wrongly shaped step of a fixed path raises MalformedObject;
-    a wildcard over a missing or empty collection matches nothing.
+    A path that leads nowhere matches nothing (LeaderWorkerSet's leaderTemplate is
+    optional; a kind that requires a template has kube-apiserver or its operator say
+    so), and neither does a wildcard over an empty collection; a step of the wrong
+    shape (a list where a mapping must be) raises MalformedObject.
     """
     found: list[tuple[str, Any]] = []
     for pattern in kind.paths:
@@ -145,8 +147,8 @@ def _walk(value: Any, tokens: list[str], pointer: str, dotted: str) -> list[tupl
     if not isinstance(value, dict):
         raise MalformedObject(dotted or "object", "must be a mapping")
     here = f"{dotted}.{token}" if dotted else token
-    if value.get(token) is None and rest[:1] != [WILDCARD]:
-        raise MalformedObject(here, "is required")
+    if value.get(token) is None:
+        return []
     return _walk(value.get(token), rest, f"{pointer}/{escape(token)}", here)
 
 
