@@ -369,6 +369,19 @@ def test_the_cluster_role_reads_the_policys_objects_and_scaled_workloads_and_pat
             "verbs": ["get"],
         },
         {
+            "apiGroups": ["kubeflow.org", "ray.io", "jobset.x-k8s.io", "leaderworkerset.x-k8s.io"],
+            "resources": [
+                "pytorchjobs",
+                "tfjobs",
+                "mpijobs",
+                "rayclusters",
+                "rayjobs",
+                "jobsets",
+                "leaderworkersets",
+            ],
+            "verbs": ["get"],
+        },
+        {
             "apiGroups": ["admissionregistration.k8s.io"],
             "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
             "resourceNames": ["gpu-admission"],

@@ -40,11 +40,12 @@ once a minute, so a healthy age stays below about a minute and a half).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
@@ -387,12 +388,14 @@ class _Reflector(Generic[Facts, View]):
                     raise _Expired(describe_error(error)) from error
                 raise
             with self._lock:
-                interrupted = self._interrupt_requested
+                # stop() may have looked for a response to close before this one was kept.
+                interrupted = self._interrupt_requested or self._stop.is_set()
                 self._interrupt_requested = False
                 self._response = None if interrupted else response
             if interrupted:
                 _close(response)
                 continue
+            started = time.monotonic()
             try:
                 self._stream(response)
             except (HTTPError, OSError, ValueError):
@@ -408,8 +411,13 @@ class _Reflector(Generic[Facts, View]):
                     self._response = None
                 _close(response)
             self._touch()
-            self._backoff.reset()
             self._expired_streak = 0
+            if time.monotonic() - started < timeout / 2:
+                # Ended long before its timeout (a proxy closing streams, say): do not
+                # reconnect in a tight loop.
+                self._stop.wait(self._backoff.next())
+            else:
+                self._backoff.reset()
 
     def _stream(self, response: Any) -> None:
         for line in split_lines(response.stream(amt=None, decode_content=True)):
@@ -527,13 +535,15 @@ class InventoryWatcher:
     ``api`` is a ``kubernetes.client.ApiClient`` (``webhook.kube.api_client``). Nothing
     happens until ``start()``; ``current`` is ``Inventory()`` (nothing known) until then.
     ``on_change`` is called with each new snapshot, in order, from a watch thread; it
-    should be quick and must not call ``stop()``.
+    should be quick and must not call ``stop()``. ``node_label_keys``, when given, are
+    the only Node labels kept (see ``node_facts``).
     """
 
     def __init__(
         self,
         api: Any,
         *,
+        node_label_keys: Collection[str] | None = None,
         relist_backoff_cap: float = 30.0,
         watch_timeout_seconds: int = DEFAULT_WATCH_TIMEOUT,
         page_size: int = DEFAULT_PAGE_SIZE,
@@ -557,7 +567,7 @@ class InventoryWatcher:
         self._nodes: _Reflector[NodeFacts, tuple[NodeFacts, ...]] = _Reflector(
             NODES,
             core.list_node,
-            node_facts,
+            functools.partial(node_facts, label_keys=node_label_keys),
             _node_tuple,
             backoff=Backoff(cap=relist_backoff_cap),
             **common,

@@ -97,6 +97,19 @@ class TestWholeGpus:
         decision = admitted(engine, pod("training", containers=[container(gpus=8)]), scaled_to_zero)
         assert decision.allowed, decision.message
 
+    def test_a_model_with_no_node_now_keeps_the_policy_figures(self, engine: Engine) -> None:
+        # Only V100 nodes now: the A100 node group may be scaled to zero.
+        v100_only = Inventory(nodes=(node("gpu-node-08", "training", "V100", **gpus(2)),))
+        pinned_a100 = pod("training", containers=[container(gpus=8)], labels={GPU_MODEL: "A100"})
+        unpinned = pod("training", containers=[container(gpus=8)])
+        pinned_v100 = pod("training", containers=[container(gpus=4)], labels={GPU_MODEL: "V100"})
+
+        assert admitted(engine, pinned_a100, v100_only).allowed
+        assert admitted(engine, unpinned, v100_only).allowed
+        refused = admitted(engine, pinned_v100, v100_only)
+        assert not refused.allowed
+        assert "with model V100 has 2 allocatable now (node gpu-node-08)" in refused.message
+
     def test_a_pinned_model_is_judged_by_the_nodes_of_that_model(self, engine: Engine) -> None:
         obj = pod("training", containers=[container(gpus=4)], labels={GPU_MODEL: "V100"})
         decision = admitted(engine, obj, SMALL_TRAINING)
@@ -148,6 +161,28 @@ class TestMigSlices:
         assert (
             "pod requests 8 nvidia.com/mig-1g.5gb; the largest node in pool inference has 7 "
             "allocatable now (node inference-0)"
+        ) in decision.message
+
+    def test_a_pool_whose_nodes_offer_no_slices_now_says_their_mig_strategy(
+        self, engine: Engine
+    ) -> None:
+        single = Inventory(
+            nodes=(
+                node(
+                    "inference-9",
+                    "inference",
+                    "A100",
+                    labels={"nvidia.com/mig.strategy": "single"},
+                    gpu=8,
+                ),
+            )
+        )
+        obj = pod("inference", containers=[container(limits={"nvidia.com/mig-1g.5gb": "1"})])
+        decision = admitted(engine, obj, single)
+        assert not decision.allowed
+        assert (
+            "its nodes offer no MIG slices (MIG strategy of its nodes: single); request "
+            "nvidia.com/gpu instead"
         ) in decision.message
 
     def test_slices_a_node_offers_now_are_admitted(self, engine: Engine) -> None:

@@ -97,3 +97,10 @@ def test_a_priority_class_keeps_its_value_and_preemption_policy() -> None:
 )
 def test_a_priority_class_without_a_name_or_an_integer_value_is_skipped(obj: Any) -> None:
     assert priority_class_facts(obj) is None
+
+
+def test_only_the_labels_asked_for_are_kept_so_timestamps_do_not_churn() -> None:
+    obj = node_object(allocatable={"nvidia.com/gpu": "8"})
+    obj["metadata"]["labels"]["nvidia.com/gfd.timestamp"] = "1764441600"
+    facts = node_facts(obj, label_keys={"gpu-pool", "nvidia-gpu-model"})
+    assert facts is not None and facts.labels == {"gpu-pool": "training"}

@@ -534,14 +534,18 @@ class TestInventory:
     ) -> None:
         facts = node_facts(
             {
-                "metadata": {"name": "gpu-node-07", "labels": {"gpu-pool": "training"}},
+                "metadata": {
+                    "name": "gpu-node-07",
+                    "labels": {"gpu-pool": "training", "nvidia-gpu-model": "A100"},
+                },
                 "status": {"allocatable": {"nvidia.com/gpu": "4"}},
             }
         )
         assert facts is not None
         current = {"inventory": UNKNOWN}
         client = TestClient(create_app(lambda: engine, inventory=lambda: current["inventory"]))
-        eight = mutated(engine, pod("training", containers=[container(gpus=8)]))
+        a100 = {"gpu-admission.io/gpu-model": "A100"}
+        eight = mutated(engine, pod("training", containers=[container(gpus=8)], labels=a100))
 
         before = response_of(client.post("/validate", json=review(eight, uid="before")))
         current["inventory"] = Inventory(nodes=(facts,))

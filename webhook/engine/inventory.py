@@ -12,7 +12,7 @@ it takes new pods, and its allocatable extended resources (``nvidia.com/gpu``,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -49,10 +49,13 @@ UNKNOWN = Inventory()
 """No inventory: the policy's static figures hold."""
 
 
-def node_facts(node: Any) -> NodeFacts | None:
+def node_facts(node: Any, label_keys: Collection[str] | None = None) -> NodeFacts | None:
     """The facts of a Node object (as JSON), or None when it has no name.
 
-    Odd shapes never raise: a label or quantity that is not a string is skipped.
+    Only the labels in `label_keys` are kept when it is given: others change often
+    (GPU Feature Discovery rewrites ``nvidia.com/gfd.timestamp`` every minute) and
+    would make every such change a new inventory. Odd shapes never raise: a label or
+    quantity that is not a string is skipped.
     """
     if not isinstance(node, Mapping):
         return None
@@ -63,7 +66,9 @@ def node_facts(node: Any) -> NodeFacts | None:
     labels = {
         key: value
         for key, value in _mapping(metadata.get("labels")).items()
-        if isinstance(key, str) and isinstance(value, str)
+        if isinstance(key, str)
+        and isinstance(value, str)
+        and (label_keys is None or key in label_keys)
     }
     spec = _mapping(node.get("spec"))
     allocatable: dict[str, Decimal] = {}

@@ -3,12 +3,14 @@
 The effective GPU request (see resources.effective_gpu_request) is compared with
 the largest node of the class's pools, and each `nvidia.com/mig-<profile>` with
 what the pools offer. A pool the live inventory knows (see capacity_now) is judged
-by its schedulable nodes' allocatable resources now; any other pool by the
-policy's static figures and the MIG catalog. The pod passes if one pool fits it.
+by its schedulable nodes' allocatable resources now; any other pool, and any model
+of a pool with no node now, by the policy's static figures and the MIG catalog.
+The pod passes if one of them fits it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from decimal import Decimal
 
@@ -39,8 +41,7 @@ def check_capacity(
         ):
             violations.append(_not_a_mig_resource(policy, resource))
             continue
-        static = [p for p in pools if now.pool(p.name) is None]
-        live = [pool_now for p in pools if (pool_now := now.pool(p.name)) is not None]
+        static, live = _static_and_live(pools, model, now)
         problems = []
         if static:
             problem = (
@@ -59,6 +60,27 @@ def check_capacity(
         rule = COUNT if resource == policy.gpu_resource else MIG
         violations.append(Violation(rule, "; ".join(problems)))
     return violations
+
+
+def _static_and_live(
+    pools: list[Pool], model: str | None, now: CapacityNow
+) -> tuple[list[Pool], list[PoolNow]]:
+    """The pools (or models of pools) judged by the policy's figures, and those by their
+    nodes now. What has no schedulable node now is not "empty" but unknown: a node group
+    scaled to zero, say, which the autoscaler grows on demand."""
+    static: list[Pool] = []
+    live: list[PoolNow] = []
+    for pool in pools:
+        pool_now = now.pool(pool.name)
+        if pool_now is None or (model is not None and model not in pool_now.models):
+            static.append(pool)
+            continue
+        live.append(pool_now)
+        absent = {name: m for name, m in pool.models.items() if name not in pool_now.models}
+        if model is None and absent:
+            largest = max(m.gpus_per_node for m in absent.values())
+            static.append(dataclasses.replace(pool, models=absent, gpus_per_node=largest))
+    return static, live
 
 
 def _not_a_mig_resource(policy: Policy, resource: str) -> Violation:
@@ -99,14 +121,15 @@ def _live(
             for r in p.offered(policy.mig_prefix, model)
         }
     )
+    if offered:
+        advice = f"offered now: {', '.join(offered)}"
+    else:
+        strategies = sorted({s for p in pools for s in p.mig_strategies})
+        labelled = f" (MIG strategy of its nodes: {', '.join(strategies)})" if strategies else ""
+        advice = f"its nodes offer no MIG slices{labelled}; request {policy.gpu_resource} instead"
     return (
         f"MIG profile {profile} is not offered now by any schedulable node of pool {names}"
-        f"{_of_model(model)}; "
-        + (
-            f"offered now: {', '.join(offered)}"
-            if offered
-            else f"request {policy.gpu_resource} instead"
-        )
+        f"{_of_model(model)}; {advice}"
     )
 
 

@@ -1,11 +1,11 @@
-"""What /readyz says of the live inventory (webhook/inventory_readiness.py)."""
+"""What /readyz says of the live inventory (webhook.inventory_serving.py)."""
 
 from __future__ import annotations
 
 import time
 
 from webhook.engine.inventory import UNKNOWN, Inventory, PriorityClassFacts
-from webhook.inventory_readiness import inventory_readiness
+from webhook.inventory_serving import inventory_label_keys, inventory_readiness
 from webhook.kube_inventory import InventoryStatus, KindStatus
 from webhook.policy import load_default_policy
 
@@ -70,3 +70,12 @@ def test_priority_classes_the_policy_names_but_the_cluster_lacks_are_listed() ->
         "PriorityClasses the policy names but the cluster lacks (their pods are refused): "
         "inference-priority, training-priority"
     )
+
+
+def test_the_inventory_keeps_the_labels_decisions_read_and_no_others() -> None:
+    assert inventory_label_keys(load_default_policy()) == {
+        "gpu-pool",
+        "nvidia-gpu-model",
+        "nvidia.com/gpu.product",
+        "nvidia.com/mig.strategy",
+    }

@@ -1,4 +1,5 @@
-"""What ``/readyz`` says of the live inventory.
+"""How the service uses the live inventory: which Node labels it keeps, and what
+``/readyz`` says of it.
 
 The inventory never makes the replica unready: until it syncs, and whenever it
 falls behind, the policy's static figures or the last known cluster still give
@@ -10,6 +11,7 @@ operator creates them).
 
 from __future__ import annotations
 
+from webhook.engine.capacity_now import MIG_STRATEGY_LABEL, PRODUCT_LABEL
 from webhook.engine.inventory import Inventory
 from webhook.kube_inventory import InventoryStatus, KindStatus
 from webhook.policy import Policy
@@ -42,3 +44,11 @@ def _kind(status: KindStatus, fallback: str) -> str:
     if age is None:
         return f"{status.kind}: not synced yet, {fallback}{error}"
     return f"{status.kind}: {status.objects} known, current {age:.0f}s ago{error}"
+
+
+def inventory_label_keys(policy: Policy) -> frozenset[str]:
+    """The Node labels the inventory keeps: the policy's pool and model labels and GPU
+    Feature Discovery's product and MIG strategy. A policy edit that renames the pool or
+    model label reaches the inventory at the next restart; until then pools are unknown
+    to it and the policy's static figures apply."""
+    return policy.node_label_keys | {PRODUCT_LABEL, MIG_STRATEGY_LABEL}
