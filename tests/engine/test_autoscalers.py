@@ -44,12 +44,19 @@ WARNING = (
 
 
 def node(
-    name: str, pool: str, gpus: int = 8, *, schedulable: bool = True, migs: int = 0
+    name: str,
+    pool: str,
+    gpus: int = 8,
+    *,
+    schedulable: bool = True,
+    migs: int = 0,
+    model: str = "A100",
 ) -> NodeFacts:
     allocatable = {GPU: Decimal(gpus)} if gpus else {}
     if migs:
         allocatable[MIG] = Decimal(migs)
-    return NodeFacts(name, {"gpu-pool": pool}, schedulable, allocatable)
+    labels = {"gpu-pool": pool, "nvidia-gpu-model": model}
+    return NodeFacts(name, labels, schedulable, allocatable)
 
 
 def capacity(*nodes: NodeFacts, policy: Policy = POLICY) -> CapacityNow:
@@ -275,9 +282,34 @@ def test_cordoned_nodes_and_other_pools_do_not_count() -> None:
 
 def test_a_class_of_several_pools_counts_them_all() -> None:
     policy = with_class(pools=("inference", "training"))
-    now = capacity(node("i1", "inference"), node("t1", "training", gpus=4), policy=policy)
+    now = capacity(
+        node("i1", "inference"),
+        node("t1", "training", gpus=2),
+        node("t2", "training", gpus=2, model="V100"),
+        policy=policy,
+    )
     [warning] = warnings(hpa(10), deployment(), now, policy)
     assert "pools inference, training have 12 allocatable now, so replicas beyond 6" in warning
+
+
+def test_a_replica_pinned_to_a_model_counts_only_that_models_gpus() -> None:
+    policy = with_class(pools=("training",), models=("V100", "A100"))
+    now = capacity(
+        node("t1", "training", gpus=8),
+        node("t2", "training", gpus=2, model="V100"),
+        policy=policy,
+    )
+    pinned = template("inference", container(gpus=2))
+    pinned["metadata"]["labels"]["gpu-admission.io/gpu-model"] = "V100"
+    [warning] = warnings(hpa(2), deployment(pinned), now, policy)
+    assert "pool training has 2 allocatable now, so replicas beyond 1" in warning
+    assert warnings(hpa(5), deployment(), now, policy) == []
+
+
+def test_nothing_is_warned_while_a_model_a_replica_may_use_has_no_node() -> None:
+    policy = with_class(pools=("training",))
+    now = capacity(node("t1", "training", gpus=2, model="V100"), policy=policy)
+    assert warnings(hpa(100), deployment(), now, policy) == []
 
 
 def test_nothing_is_warned_while_a_pool_of_the_class_is_unknown() -> None:

@@ -249,5 +249,6 @@ def test_what_pools_have_now_is_worked_out_once_per_inventory(engine: Engine) ->
     training = first.pool("training")
     assert training is not None
     assert training.nodes == ("gpu-node-07", "gpu-node-08")
-    assert training.totals == {"nvidia.com/gpu": Decimal(6)}
+    assert training.total_of("nvidia.com/gpu") == 6
+    assert training.total_of("nvidia.com/gpu", "V100") == 2
     assert engine.capacity(UNKNOWN).pools == {}

@@ -38,7 +38,7 @@ from webhook.engine.templates import (
     template_kind,
 )
 from webhook.errors import MalformedObject
-from webhook.policy.compiled import Policy, WorkloadClass
+from webhook.policy.compiled import Policy, Pool, WorkloadClass
 
 HPA_GROUP, HPA_KIND = "autoscaling", "HorizontalPodAutoscaler"
 KEDA_GROUP, KEDA_KIND = "keda.sh", "ScaledObject"
@@ -153,17 +153,31 @@ def autoscaler_warnings(
     requested = effective_gpu_request(policy, pod)
     if not requested:
         return []
-    pools = [capacity.pool(pool.name) for pool in policy.pools_of(workload_class)]
-    known = [pool for pool in pools if pool is not None]
-    if not known or len(known) != len(pools):
+    model = pod.labels.get(policy.gpu_model_label)
+    model = model if model in workload_class.models else None
+    known = _known_pools(policy.pools_of(workload_class), model, capacity)
+    if not known:
         return []
     warnings = []
     for resource in sorted(requested, key=lambda r: (r != policy.gpu_resource, r)):
         per_replica = requested[resource]
-        available = sum((pool.totals.get(resource, Decimal(0)) for pool in known), Decimal(0))
+        available = sum((pool.total_of(resource, model) for pool in known), Decimal(0))
         if target.max_replicas * per_replica > available:
             warnings.append(_warning(target, resource, per_replica, known, available))
     return warnings
+
+
+def _known_pools(pools: list[Pool], model: str | None, capacity: CapacityNow) -> list[PoolNow]:
+    """The pools as they are now, or none when any of them, or any model a replica may
+    use, has no node now (scaled to zero, say: the autoscaler could add nodes)."""
+    known = []
+    for pool in pools:
+        pool_now = capacity.pool(pool.name)
+        wanted = {model} if model is not None else set(pool.models)
+        if pool_now is None or not wanted <= pool_now.models:
+            return []
+        known.append(pool_now)
+    return known
 
 
 def _replica(

@@ -39,14 +39,17 @@ class PoolNow:
     nodes: tuple[str, ...]
     largest: Mapping[tuple[str | None, str], Largest]
     """(model or None for any model, resource) -> the node with the most of it."""
-    totals: Mapping[str, Decimal]
-    """Resource -> allocatable summed over the pool's nodes."""
+    totals: Mapping[tuple[str | None, str], Decimal]
+    """(model or None for any model, resource) -> allocatable summed over those nodes."""
     models: frozenset[str] = field(default_factory=frozenset)
     mig_strategies: frozenset[str] = field(default_factory=frozenset)
     """The values of ``nvidia.com/mig.strategy`` on the pool's nodes."""
 
     def largest_of(self, resource: str, model: str | None = None) -> Largest | None:
         return self.largest.get((model, resource))
+
+    def total_of(self, resource: str, model: str | None = None) -> Decimal:
+        return self.totals.get((model, resource), Decimal(0))
 
     def offered(self, prefix: str, model: str | None = None) -> list[str]:
         """The resources starting with `prefix` some node (of `model`) offers, sorted."""
@@ -104,13 +107,13 @@ def _model_of(policy: Policy, pool: Pool, node: NodeFacts) -> str | None:
 
 def _pool_now(policy: Policy, name: str, nodes: list[tuple[NodeFacts, str | None]]) -> PoolNow:
     largest: dict[tuple[str | None, str], Largest] = {}
-    totals: dict[str, Decimal] = {}
+    totals: dict[tuple[str | None, str], Decimal] = {}
     for node, model in sorted(nodes, key=lambda pair: pair[0].name):
         for resource, amount in node.allocatable.items():
             if resource != policy.gpu_resource and not resource.startswith(policy.mig_prefix):
                 continue
-            totals[resource] = totals.get(resource, Decimal(0)) + amount
             for key in ((None, resource), (model, resource)) if model else ((None, resource),):
+                totals[key] = totals.get(key, Decimal(0)) + amount
                 best = largest.get(key)
                 if best is None or amount > best.amount:
                     largest[key] = Largest(amount, node.name)
