@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from webhook.engine.capacity_now import MIG_STRATEGY_LABEL, PRODUCT_LABEL
 from webhook.engine.inventory import Inventory
-from webhook.kube_inventory import InventoryStatus, KindStatus
+from webhook.kube_inventory import InventoryStatus
+from webhook.kube_reflector import KindStatus
 from webhook.policy import Policy
 
 
