@@ -34,7 +34,7 @@ def main() -> int:
         register_fleet(plane)
         plane.apply((REPO / "deploy" / "base" / "priorityclasses.yaml").read_text("utf-8"))
         server = WebhookServer(work_dir / "gpu-admission")
-        server.start()
+        server.start(kubeconfig=plane.kubeconfig)  # the live inventory of this cluster
         try:
             server.register(plane.kubeconfig)
             plane.create_namespace(NAMESPACE, OPT_IN)

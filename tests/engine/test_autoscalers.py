@@ -187,6 +187,11 @@ def test_a_stateful_set_target_is_read_like_a_deployment() -> None:
     assert "can scale StatefulSet web to 40 replicas" in warning
 
 
+def test_an_hpa_target_without_its_optional_api_version_is_read_as_apps_v1() -> None:
+    ref = {"kind": "Deployment", "name": "web"}
+    assert warnings(hpa(40, ref), deployment()) == [WARNING]
+
+
 def test_a_scaled_object_gets_the_warning_naming_max_replica_count() -> None:
     spec = {"scaleTargetRef": {"name": "web"}, "maxReplicaCount": 20}
     assert warnings(scaled_object(spec), deployment()) == [

@@ -7,16 +7,27 @@ into what each pool has now.
 
 from __future__ import annotations
 
+import datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import jsonpatch
 import pytest
+import yaml
 
 from tests.builders import GPU_MODEL, container, pod, pod_create
+from tests.e2e.nodes import FLEET, node_manifest, node_status
 from webhook.engine import Decision, Engine
 from webhook.engine.capacity_now import capacity_now
-from webhook.engine.inventory import UNKNOWN, Inventory, NodeFacts, PriorityClassFacts
+from webhook.engine.inventory import (
+    UNKNOWN,
+    Inventory,
+    NodeFacts,
+    PriorityClassFacts,
+    node_facts,
+)
+from webhook.engine.templates import pod_from_template, pod_templates, template_kind
 from webhook.policy import load_default_policy
 
 
@@ -252,3 +263,32 @@ def test_what_pools_have_now_is_worked_out_once_per_inventory(engine: Engine) ->
     assert training.total_of("nvidia.com/gpu") == 6
     assert training.total_of("nvidia.com/gpu", "V100") == 2
     assert engine.capacity(UNKNOWN).pools == {}
+
+
+def test_the_shipped_examples_are_judged_alike_on_the_test_fleet_and_on_the_policy_figures(
+    engine: Engine,
+) -> None:
+    now = datetime.datetime.now(datetime.UTC)
+    fleet = tuple(
+        facts
+        for spec in FLEET
+        if (facts := node_facts({**node_manifest(spec), **node_status(spec, now)})) is not None
+    )
+    classes = {
+        c.priority_class.name: PriorityClassFacts(
+            c.priority_class.name, c.priority_class.value, None
+        )
+        for c in engine.policy.classes.values()
+    }
+    live = engine.capacity(Inventory(nodes=fleet, priority_classes=classes))
+    static = engine.capacity(UNKNOWN)
+    examples = sorted((Path(__file__).parents[2] / "examples").rglob("*.yaml"))
+    assert examples
+    for path in examples:
+        for document in yaml.safe_load_all(path.read_text("utf-8")):
+            kind = template_kind(document, engine.kinds)
+            assert kind is not None, path
+            for _, template in pod_templates(document, kind):
+                obj = document if kind.kind == "Pod" else pod_from_template(template)
+                rules = [v.rule for v in engine.created_pod_violations(obj, static)]
+                assert [v.rule for v in engine.created_pod_violations(obj, live)] == rules, path

@@ -47,6 +47,9 @@ KEDA_DEFAULT_MAX_REPLICAS = 100
 KEDA_DEFAULT_API_VERSION, KEDA_DEFAULT_KIND = "apps/v1", "Deployment"
 """KEDA's `spec.scaleTargetRef` defaults, each applied on its own."""
 
+APPS_KINDS = {"Deployment": "apps/v1", "StatefulSet": "apps/v1", "ReplicaSet": "apps/v1"}
+"""The apiVersion of an HPA's target that leaves it out (it is optional), by kind."""
+
 WARNING_PREFIX = "gpu-admission: "
 WARNING_LIMIT = 256
 """kube-apiserver truncates longer warnings; ours are cut short with `...` first."""
@@ -61,7 +64,8 @@ class ScaleTarget:
     autoscaler_name: str
     namespace: str
     api_version: str
-    """The target's apiVersion, e.g. `apps/v1`; empty when an HPA leaves it out."""
+    """The target's apiVersion, e.g. `apps/v1`; for an HPA that leaves it out, `apps/v1`
+    for the apps kinds and empty otherwise."""
     kind: str
     name: str
     max_replicas: int
@@ -105,8 +109,10 @@ def scale_target(request: AdmissionRequest) -> ScaleTarget | None:
         if max_replicas is None:
             max_replicas = KEDA_DEFAULT_MAX_REPLICAS
     else:
-        api_version = ref.get("apiVersion") or ""
         kind = ref.get("kind")
+        api_version = ref.get("apiVersion") or APPS_KINDS.get(
+            kind if isinstance(kind, str) else "", ""
+        )
         max_replicas = spec.get("maxReplicas")
     if not (name and namespace and target_name and isinstance(kind, str) and kind):
         return None
