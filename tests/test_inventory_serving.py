@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
+import pytest
+
 from webhook.engine.inventory import UNKNOWN, Inventory, PriorityClassFacts
-from webhook.inventory_serving import inventory_label_keys, inventory_readiness
+from webhook.inventory_serving import (
+    MissingClassReport,
+    inventory_label_keys,
+    inventory_readiness,
+)
 from webhook.kube_inventory import InventoryStatus, KindStatus
 from webhook.policy import load_default_policy
 
@@ -79,3 +86,24 @@ def test_the_inventory_keeps_the_labels_decisions_read_and_no_others() -> None:
         "nvidia.com/gpu.product",
         "nvidia.com/mig.strategy",
     }
+
+
+def test_missing_priority_classes_are_logged_once_each_time_they_change(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    policy = load_default_policy()
+    report = MissingClassReport(lambda: policy)
+    training = {"training-priority": PriorityClassFacts("training-priority", 1000, None)}
+    both = {**training, "inference-priority": PriorityClassFacts("inference-priority", 1, None)}
+
+    with caplog.at_level(logging.INFO, logger="gpu_admission.inventory"):
+        report(Inventory(priority_classes=training))
+        report(Inventory(priority_classes=training))
+        report(Inventory(priority_classes=both))
+        report(UNKNOWN)
+
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("WARNING", "PriorityClasses the policy names do not exist; their pods are refused"),
+        ("INFO", "every PriorityClass the policy names exists"),
+    ]
+    assert caplog.records[0].priority_classes == ["inference-priority"]  # type: ignore[attr-defined]

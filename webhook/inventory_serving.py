@@ -11,11 +11,16 @@ operator creates them).
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+
 from webhook.engine.capacity_now import MIG_STRATEGY_LABEL, PRODUCT_LABEL
 from webhook.engine.inventory import Inventory
 from webhook.kube_inventory import InventoryStatus
 from webhook.kube_reflector import KindStatus
 from webhook.policy import Policy
+
+log = logging.getLogger("gpu_admission.inventory")
 
 
 def inventory_readiness(
@@ -23,20 +28,45 @@ def inventory_readiness(
 ) -> tuple[bool, str]:
     parts = [_kind(status.nodes, "the policy's static node figures apply")]
     parts.append(_kind(status.priority_classes, "the policy's priority values apply"))
-    if inventory.priority_classes is not None:
-        missing = sorted(
-            {
-                c.priority_class.name
-                for c in policy.classes.values()
-                if c.priority_class.name not in inventory.priority_classes
-            }
+    missing = missing_priority_classes(inventory, policy)
+    if missing:
+        parts.append(
+            "PriorityClasses the policy names but the cluster lacks (their pods are "
+            f"refused): {', '.join(missing)}"
         )
-        if missing:
-            parts.append(
-                "PriorityClasses the policy names but the cluster lacks (their pods are "
-                f"refused): {', '.join(missing)}"
-            )
     return True, "; ".join(parts)
+
+
+def missing_priority_classes(inventory: Inventory, policy: Policy) -> list[str]:
+    """The PriorityClasses the policy names that the cluster is known not to have."""
+    if inventory.priority_classes is None:
+        return []
+    known = inventory.priority_classes
+    names = {c.priority_class.name for c in policy.classes.values()}
+    return sorted(name for name in names if name not in known)
+
+
+class MissingClassReport:
+    """Logs the PriorityClasses the policy names that the cluster lacks, once each time
+    that set changes as seen at a new snapshot, so an operator sees it in the log as well
+    as in ``/readyz`` and in the denials."""
+
+    def __init__(self, policy: Callable[[], Policy]) -> None:
+        self._policy = policy
+        self._reported: list[str] = []
+
+    def __call__(self, inventory: Inventory) -> None:
+        missing = missing_priority_classes(inventory, self._policy())
+        if missing == self._reported:
+            return
+        self._reported = missing
+        if missing:
+            log.warning(
+                "PriorityClasses the policy names do not exist; their pods are refused",
+                extra={"priority_classes": missing},
+            )
+        else:
+            log.info("every PriorityClass the policy names exists")
 
 
 def _kind(status: KindStatus, fallback: str) -> str:

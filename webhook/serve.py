@@ -31,7 +31,11 @@ from webhook.engine import Engine
 from webhook.engine.inventory import Inventory
 from webhook.file_poll import DEFAULT_INTERVAL
 from webhook.http.app import Readiness, ScaledWorkloads, create_app
-from webhook.inventory_serving import inventory_label_keys, inventory_readiness
+from webhook.inventory_serving import (
+    MissingClassReport,
+    inventory_label_keys,
+    inventory_readiness,
+)
 from webhook.kube import api_client
 from webhook.kube_inventory import InventoryWatcher
 from webhook.kube_targets import fetch_scale_target
@@ -106,7 +110,11 @@ def serve(policy: Policy, settings: ServeSettings) -> None:
     watcher = None
     if settings.inventory:
         api = _kubernetes_client(settings)
-        watcher = InventoryWatcher(api, node_label_keys=inventory_label_keys(policy))
+        watcher = InventoryWatcher(
+            api,
+            node_label_keys=inventory_label_keys(policy),
+            on_change=MissingClassReport(lambda: engine().policy),
+        )
         inventory = _current(watcher)
         readiness.checks["inventory"] = lambda: inventory_readiness(
             watcher.status(), watcher.current, engine().policy
