@@ -557,7 +557,8 @@ class TestInventory:
 
 
 def training_deployment(gpus: int) -> dict[str, Any]:
-    template = pod("training", containers=[container(gpus=gpus)])
+    a100 = {"gpu-admission.io/gpu-model": "A100"}
+    template = pod("training", containers=[container(gpus=gpus)], labels=a100)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -583,7 +584,10 @@ class TestAutoscalers:
     def four_gpus(self) -> Inventory:
         facts = node_facts(
             {
-                "metadata": {"name": "gpu-node-07", "labels": {"gpu-pool": "training"}},
+                "metadata": {
+                    "name": "gpu-node-07",
+                    "labels": {"gpu-pool": "training", "nvidia-gpu-model": "A100"},
+                },
                 "status": {"allocatable": {"nvidia.com/gpu": "4"}},
             }
         )
