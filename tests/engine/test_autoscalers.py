@@ -311,6 +311,33 @@ def test_a_replica_pinned_to_a_model_counts_only_that_models_gpus() -> None:
     assert warnings(hpa(5), deployment(), now, policy) == []
 
 
+def test_a_pinned_replica_counts_only_the_pools_that_have_its_model() -> None:
+    policy = with_class(pools=("inference", "training"), models=("A100", "V100"))
+    now = capacity(
+        node("i1", "inference"),
+        node("t1", "training", gpus=8),
+        node("t2", "training", gpus=4, model="V100"),
+        policy=policy,
+    )
+    pinned = template("inference", container(gpus=2))
+    pinned["metadata"]["labels"]["gpu-admission.io/gpu-model"] = "V100"
+    [warning] = warnings(hpa(3), deployment(pinned), now, policy)
+    assert "pool training has 4 allocatable now, so replicas beyond 2" in warning
+
+
+def test_a_leader_worker_set_replica_is_a_group_of_size_pods() -> None:
+    lws = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": "web", "namespace": "ml"},
+        "spec": {"leaderWorkerTemplate": {"size": 4, "workerTemplate": template()}},
+    }
+    ref = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "name": "web"}
+    [warning] = warnings(hpa(4, ref), lws)
+    assert "to 4 replicas of 8 nvidia.com/gpu (32); pool inference has 24" in warning
+    assert "replicas beyond 3 could never schedule" in warning
+
+
 def test_nothing_is_warned_while_a_model_a_replica_may_use_has_no_node() -> None:
     policy = with_class(pools=("training",))
     now = capacity(node("t1", "training", gpus=2, model="V100"), policy=policy)

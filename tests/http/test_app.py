@@ -6,6 +6,7 @@ import base64
 import copy
 import json
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -13,6 +14,7 @@ import jsonpatch
 import pytest
 from fastapi.testclient import TestClient
 
+import webhook.http.app
 from tests.builders import container, mutated, pod
 from webhook.engine import AdmissionRequest, Decision, Engine
 from webhook.engine.inventory import UNKNOWN, Inventory, node_facts
@@ -636,6 +638,35 @@ class TestAutoscalers:
         assert response["allowed"] is True
         assert "warnings" not in response
         assert "cannot read the workload an autoscaler targets" in caplog.text
+
+    def test_a_target_slower_than_the_review_allows_is_given_up_on(
+        self,
+        engine: Engine,
+        review: Review,
+        four_gpus: Inventory,
+        caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        monkeypatch.setattr(webhook.http.app, "SCALED_WORKLOAD_SECONDS", 0.2)
+        released = threading.Event()
+
+        def read(target: Any, kinds: Any) -> dict[str, Any]:
+            released.wait(5)  # an apiserver that does not answer
+            return training_deployment(2)
+
+        app = create_app(lambda: engine, inventory=lambda: four_gpus, scaled_workloads=read)
+        try:
+            with caplog.at_level(logging.WARNING, logger="gpu_admission.http"):
+                response = response_of(
+                    TestClient(app).post("/validate", json=self.hpa_review(review, 3))
+                )
+        finally:
+            released.set()
+
+        assert response["allowed"] is True
+        assert "warnings" not in response
+        [record] = [r for r in caplog.records if "autoscaler targets" in r.getMessage()]
+        assert record.reason == "TimeoutError"  # type: ignore[attr-defined]
 
     def test_pods_are_never_looked_up(
         self, engine: Engine, review: Review, four_gpus: Inventory

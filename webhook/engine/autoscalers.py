@@ -161,16 +161,27 @@ def autoscaler_warnings(
         return []
     model = pod.labels.get(policy.gpu_model_label)
     model = model if model in workload_class.models else None
-    known = _known_pools(policy.pools_of(workload_class), model, capacity)
+    pools = [p for p in policy.pools_of(workload_class) if model is None or model in p.models]
+    known = _known_pools(pools, model, capacity)
     if not known:
         return []
     warnings = []
     for resource in sorted(requested, key=lambda r: (r != policy.gpu_resource, r)):
-        per_replica = requested[resource]
+        per_replica = requested[resource] * _pods_per_replica(workload, kind)
         available = sum((pool.total_of(resource, model) for pool in known), Decimal(0))
         if target.max_replicas * per_replica > available:
             warnings.append(_warning(target, resource, per_replica, known, available))
     return warnings
+
+
+def _pods_per_replica(workload: Mapping[str, Any], kind: TemplateKind) -> int:
+    """Pods one unit of the scale subresource is: a LeaderWorkerSet scales groups of
+    `spec.leaderWorkerTemplate.size` pods (all from the worker template when it has no
+    leader template); every other kind scales pods."""
+    if (kind.group, kind.kind) != ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"):
+        return 1
+    size = _mapping(_mapping(workload.get("spec")).get("leaderWorkerTemplate")).get("size")
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else 1
 
 
 def _known_pools(pools: list[Pool], model: str | None, capacity: CapacityNow) -> list[PoolNow]:

@@ -11,6 +11,7 @@ Every answered review is counted and timed in `Metrics` (see webhook.metrics), w
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -46,6 +47,10 @@ MAX_BODY_BYTES = 7 * 1024 * 1024
 class BodyTooLarge(Exception):
     pass
 
+
+SCALED_WORKLOAD_SECONDS = 2.0
+"""The longest a review waits for an autoscaler's target (its webhook's timeout is 3 s);
+the client's own timeouts apply per connection attempt and its retries add up."""
 
 Judge = Callable[[Engine, AdmissionRequest, Inventory, Mapping[str, Any] | None], Decision]
 """One webhook's call into the engine: engine, request, what the cluster has now and
@@ -122,7 +127,10 @@ def create_app(
         if target is None or scaled_workloads is None:
             return None
         try:
-            return await run_in_threadpool(scaled_workloads, target, current.kinds)
+            return await asyncio.wait_for(
+                run_in_threadpool(scaled_workloads, target, current.kinds),
+                SCALED_WORKLOAD_SECONDS,
+            )
         except Exception as error:
             log.warning(
                 "cannot read the workload an autoscaler targets; admitted without a look",
@@ -130,7 +138,7 @@ def create_app(
                     "uid": request.uid,
                     "target": f"{target.kind}/{target.name}",
                     "namespace": target.namespace,
-                    "reason": str(error),
+                    "reason": str(error) or type(error).__name__,
                 },
             )
             return None
