@@ -7,6 +7,7 @@ from typing import Any
 import jsonpatch
 
 from webhook.engine import AdmissionRequest, Decision, Engine
+from webhook.engine.inventory import UNKNOWN, Inventory
 
 WORKLOAD = "gpu-admission.io/workload"
 GPU_MODEL = "gpu-admission.io/gpu-model"
@@ -77,14 +78,15 @@ def pod_create(obj: Any, **overrides: Any) -> AdmissionRequest:
     return AdmissionRequest(**fields)
 
 
-def mutated(engine: Engine, obj: dict[str, Any]) -> dict[str, Any]:
+def mutated(engine: Engine, obj: dict[str, Any], inventory: Inventory = UNKNOWN) -> dict[str, Any]:
     """The pod after our mutation, as kube-apiserver would apply the patch."""
-    decision = engine.mutate(pod_create(obj))
+    decision = engine.mutate(pod_create(obj), inventory)
     assert decision.allowed, decision.message
     result: dict[str, Any] = jsonpatch.apply_patch(obj, list(decision.patch))
     return result
 
 
-def admitted(engine: Engine, obj: dict[str, Any]) -> Decision:
-    """What a pod meets in a cluster: mutation, then validation of the mutated pod."""
-    return engine.validate(pod_create(mutated(engine, obj)))
+def admitted(engine: Engine, obj: dict[str, Any], inventory: Inventory = UNKNOWN) -> Decision:
+    """What a pod meets in a cluster: mutation, then validation of the mutated pod, both
+    with the same view of the cluster."""
+    return engine.validate(pod_create(mutated(engine, obj, inventory)), inventory)

@@ -10,15 +10,14 @@ from __future__ import annotations
 import datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import jsonpatch
 import pytest
 import yaml
 
-from tests.builders import GPU_MODEL, container, pod, pod_create
+from tests.builders import GPU_MODEL, admitted, container, pod, pod_create
 from tests.e2e.nodes import FLEET, node_manifest, node_status
-from webhook.engine import Decision, Engine
+from webhook.engine import Engine
 from webhook.engine.capacity_now import capacity_now
 from webhook.engine.inventory import (
     UNKNOWN,
@@ -69,13 +68,6 @@ SMALL_TRAINING = Inventory(
     ),
     priority_classes=None,
 )
-
-
-def admitted(engine: Engine, obj: dict[str, Any], inventory: Inventory) -> Decision:
-    """Mutation, then validation of the mutated pod, both with the same inventory."""
-    mutation = engine.mutate(pod_create(obj), inventory)
-    assert mutation.allowed, mutation.message
-    return engine.validate(pod_create(jsonpatch.apply_patch(obj, list(mutation.patch))), inventory)
 
 
 class TestWholeGpus:

@@ -671,10 +671,14 @@ class TestAutoscalers:
     def test_pods_are_never_looked_up(
         self, engine: Engine, review: Review, four_gpus: Inventory
     ) -> None:
+        asked: list[Any] = []
+
         def read(target: Any, kinds: Any) -> dict[str, Any]:
-            raise AssertionError("no lookup for a pod")
+            asked.append(target)
+            return training_deployment(2)
 
         app = create_app(lambda: engine, inventory=lambda: four_gpus, scaled_workloads=read)
         response = response_of(TestClient(app).post("/validate", json=review(pod("inference"))))
 
-        assert "uid" in response
+        assert asked == []
+        assert response["uid"]

@@ -24,12 +24,13 @@ import jsonpatch
 import jsonpointer
 
 from webhook.engine.capacity_now import CapacityNow, PoolNow
-from webhook.engine.mutate import mutate_pod
-from webhook.engine.pod import PodView, read_pod
+from webhook.engine.mutate import created_pod
+from webhook.engine.pod import PodView
 from webhook.engine.quantities import format_count
 from webhook.engine.request import AdmissionRequest
 from webhook.engine.resources import effective_gpu_request
 from webhook.engine.templates import (
+    CONTROLLER_KINDS,
     POD,
     TemplateKind,
     api_group,
@@ -47,7 +48,7 @@ KEDA_DEFAULT_MAX_REPLICAS = 100
 KEDA_DEFAULT_API_VERSION, KEDA_DEFAULT_KIND = "apps/v1", "Deployment"
 """KEDA's `spec.scaleTargetRef` defaults, each applied on its own."""
 
-APPS_KINDS = {"Deployment": "apps/v1", "StatefulSet": "apps/v1", "ReplicaSet": "apps/v1"}
+APPS_KINDS = {k.kind: f"{k.group}/v1" for k in CONTROLLER_KINDS if k.group == "apps"}
 """The apiVersion of an HPA's target that leaves it out (it is optional), by kind."""
 
 WARNING_PREFIX = "gpu-admission: "
@@ -190,8 +191,9 @@ def _known_pools(pools: list[Pool], model: str | None, capacity: CapacityNow) ->
     known = []
     for pool in pools:
         pool_now = capacity.pool(pool.name)
-        wanted = {model} if model is not None else set(pool.models)
-        if pool_now is None or not wanted <= pool_now.models:
+        if pool_now is None:
+            return []
+        if (model not in pool_now.models) if model is not None else pool_now.unseen:
             return []
         known.append(pool_now)
     return known
@@ -206,18 +208,11 @@ def _replica(
         templates = pod_templates(workload, kind)
         if len(templates) != 1:
             return None
-        obj = pod_from_template(templates[0][1])
-        pod = read_pod(obj, policy)
-        workload_class = policy.classes.get(pod.labels.get(policy.workload_label, ""))
-        if workload_class is None:
-            return None
-        if workload_class.mutate:
-            patch = mutate_pod(policy, pod, workload_class)
-            if patch:
-                pod = read_pod(jsonpatch.apply_patch(obj, patch), policy)
+        pod = created_pod(policy, pod_from_template(templates[0][1]))
     except (MalformedObject, jsonpatch.JsonPatchException, jsonpointer.JsonPointerException):
         return None
-    return pod, workload_class
+    workload_class = policy.classes.get(pod.labels.get(policy.workload_label, ""))
+    return None if workload_class is None else (pod, workload_class)
 
 
 def _warning(

@@ -14,6 +14,7 @@ the policy's static figures. So do all pools while the Node list has never synce
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -44,6 +45,9 @@ class PoolNow:
     models: frozenset[str] = field(default_factory=frozenset)
     mig_strategies: frozenset[str] = field(default_factory=frozenset)
     """The values of ``nvidia.com/mig.strategy`` on the pool's nodes."""
+    unseen: Pool | None = None
+    """The policy's pool cut down to its models with no node now (judged by the policy's
+    figures, as a node group scaled to zero), or None when every model has a node."""
 
     def largest_of(self, resource: str, model: str | None = None) -> Largest | None:
         return self.largest.get((model, resource))
@@ -81,7 +85,7 @@ def capacity_now(policy: Policy, inventory: Inventory) -> CapacityNow:
         if pool is None or not node.schedulable or not _offers_gpus(policy, node):
             continue
         members.setdefault(pool.name, []).append((node, _model_of(policy, pool, node)))
-    pools = {name: _pool_now(policy, name, nodes) for name, nodes in members.items()}
+    pools = {name: _pool_now(policy, policy.pools[name], nodes) for name, nodes in members.items()}
     return CapacityNow(pools=pools, priority_classes=inventory.priority_classes)
 
 
@@ -105,7 +109,7 @@ def _model_of(policy: Policy, pool: Pool, node: NodeFacts) -> str | None:
     return None
 
 
-def _pool_now(policy: Policy, name: str, nodes: list[tuple[NodeFacts, str | None]]) -> PoolNow:
+def _pool_now(policy: Policy, pool: Pool, nodes: list[tuple[NodeFacts, str | None]]) -> PoolNow:
     largest: dict[tuple[str | None, str], Largest] = {}
     totals: dict[tuple[str | None, str], Decimal] = {}
     for node, model in sorted(nodes, key=lambda pair: pair[0].name):
@@ -117,15 +121,25 @@ def _pool_now(policy: Policy, name: str, nodes: list[tuple[NodeFacts, str | None
                 best = largest.get(key)
                 if best is None or amount > best.amount:
                     largest[key] = Largest(amount, node.name)
+    models = frozenset(model for _, model in nodes if model is not None)
     return PoolNow(
-        name=name,
+        name=pool.name,
         nodes=tuple(sorted(node.name for node, _ in nodes)),
         largest=largest,
         totals=totals,
-        models=frozenset(model for _, model in nodes if model is not None),
+        models=models,
         mig_strategies=frozenset(
             node.labels[MIG_STRATEGY_LABEL]
             for node, _ in nodes
             if MIG_STRATEGY_LABEL in node.labels
         ),
+        unseen=_unseen(pool, models),
     )
+
+
+def _unseen(pool: Pool, seen: frozenset[str]) -> Pool | None:
+    absent = {name: m for name, m in pool.models.items() if name not in seen}
+    if not absent:
+        return None
+    largest = max(m.gpus_per_node for m in absent.values())
+    return dataclasses.replace(pool, models=absent, gpus_per_node=largest)

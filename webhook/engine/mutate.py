@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import jsonpatch
+
 from webhook.engine.capacity_now import STATIC, CapacityNow
 from webhook.engine.patch import PatchBuilder
 from webhook.engine.placement import tolerated
-from webhook.engine.pod import Container, PodView
+from webhook.engine.pod import Container, PodView, read_pod
 from webhook.errors import MalformedObject
 from webhook.policy.compiled import Policy, WorkloadClass
 
@@ -33,6 +35,19 @@ def mutate_pod(
     _co_location(patch, pod, workload)
     _isolation(patch, policy, pod, defaulted)
     return patch.operations
+
+
+def created_pod(policy: Policy, obj: dict[str, Any], now: CapacityNow = STATIC) -> PodView:
+    """The pod `obj` becomes at its CREATE: with our mutation applied, when its class has one.
+    Raises MalformedObject for a pod that cannot be read."""
+    pod = read_pod(obj, policy)
+    workload = policy.classes.get(pod.labels.get(policy.workload_label, ""))
+    if workload is None or not workload.mutate:
+        return pod
+    patch = mutate_pod(policy, pod, workload, now)
+    if not patch:
+        return pod
+    return read_pod(jsonpatch.apply_patch(obj, patch), policy)
 
 
 def _gpu_counts(

@@ -12,8 +12,6 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-import jsonpatch
-
 from webhook.engine.autoscalers import ScaleTarget, autoscaler_warnings, scale_target
 from webhook.engine.capacity_now import STATIC, CapacityNow, capacity_now
 from webhook.engine.decision import (
@@ -27,7 +25,7 @@ from webhook.engine.decision import (
     malformed,
 )
 from webhook.engine.inventory import UNKNOWN, Inventory
-from webhook.engine.mutate import mutate_pod
+from webhook.engine.mutate import created_pod, mutate_pod
 from webhook.engine.placement import reach_of
 from webhook.engine.pod import PodView, read_pod
 from webhook.engine.request import AdmissionRequest
@@ -155,15 +153,7 @@ class Engine:
         self, obj: dict[str, Any], now: CapacityNow = STATIC
     ) -> list[Violation]:
         """The violations of a pod as it will be admitted: after our mutation at its CREATE."""
-        pod = read_pod(obj, self.policy)
-        workload = self.policy.classes.get(pod.labels.get(self.policy.workload_label, ""))
-        if workload is None or not workload.mutate:
-            return self.pod_violations(pod, now)
-        patch = mutate_pod(self.policy, pod, workload, now)
-        if not patch:
-            return self.pod_violations(pod, now)
-        mutated = read_pod(jsonpatch.apply_patch(obj, patch), self.policy)
-        return self.pod_violations(mutated, now)
+        return self.pod_violations(created_pod(self.policy, obj, now), now)
 
     def _workload_kind(self, request: AdmissionRequest) -> TemplateKind | None:
         if request.operation not in ("CREATE", "UPDATE") or request.subresource:

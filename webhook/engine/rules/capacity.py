@@ -10,7 +10,6 @@ The pod passes if one of them fits it.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from decimal import Decimal
 
@@ -76,10 +75,8 @@ def _static_and_live(
             static.append(pool)
             continue
         live.append(pool_now)
-        absent = {name: m for name, m in pool.models.items() if name not in pool_now.models}
-        if model is None and absent:
-            largest = max(m.gpus_per_node for m in absent.values())
-            static.append(dataclasses.replace(pool, models=absent, gpus_per_node=largest))
+        if model is None and pool_now.unseen is not None:
+            static.append(pool_now.unseen)
     return static, live
 
 
