@@ -64,14 +64,18 @@ def test_every_series_an_alert_uses_is_one_the_service_serves(
     assert used <= served_series(engine, review)
 
 
-def test_the_service_monitor_scrapes_the_https_port_of_the_service_with_its_ca() -> None:
+def test_the_service_monitor_scrapes_the_plain_http_metrics_port_of_the_metrics_service() -> None:
     monitor = load(MONITORING / "servicemonitor.yaml")
-    service = load(BASE / "service.yaml")
+    services = list(yaml.safe_load_all((BASE / "service.yaml").read_text("utf-8")))
+    selected = [
+        s
+        for s in services
+        if monitor["spec"]["selector"]["matchLabels"].items() <= s["metadata"]["labels"].items()
+    ]
     [endpoint] = monitor["spec"]["endpoints"]
 
-    assert (
-        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
-    )
-    assert endpoint["port"] in {port["name"] for port in service["spec"]["ports"]}
-    assert (endpoint["scheme"], endpoint["path"]) == ("https", "/metrics")
-    assert endpoint["tlsConfig"]["ca"]["secret"] == {"name": "gpu-admission-tls", "key": "ca.crt"}
+    assert [s["metadata"]["name"] for s in selected] == ["gpu-admission-metrics"]
+    [port] = selected[0]["spec"]["ports"]
+    assert endpoint["port"] == port["name"] == port["targetPort"] == "metrics"
+    assert (endpoint["scheme"], endpoint["path"]) == ("http", "/metrics")
+    assert "tlsConfig" not in endpoint

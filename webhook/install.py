@@ -32,6 +32,7 @@ TLS_SECRET = "gpu-admission-tls"
 CA_SECRET = "gpu-admission-tls-ca"
 POLICY_CONFIGMAP = "gpu-admission-policy"
 DEPLOYMENT = "gpu-admission"
+IMAGE_NAME = "gpu-admission"  # as deploy/base names it, before any override
 POLICY_CHECKSUM = "gpu-admission.io/policy-sha256"
 
 CLUSTER_SCOPED = frozenset(
@@ -99,7 +100,9 @@ def render_install(
         if obj["kind"] in WEBHOOK_KINDS:
             continue  # rendered below from the policy actually installed
         if obj["kind"] == "Deployment" and obj["metadata"]["name"] == DEPLOYMENT:
-            _customise_deployment(obj, policy_text, image)
+            _roll_on_policy_change(obj, policy_text)
+        if image is not None:
+            _set_image(obj, image)
         objects.append(obj)
     objects.insert(1, _policy_configmap(policy_text))
     endpoint = Endpoint(ca_bundle=ca_bundle_b64, service_name=SERVICE, service_namespace=NAMESPACE)
@@ -132,13 +135,29 @@ def _policy_configmap(policy_text: str) -> dict[str, Any]:
     }
 
 
-def _customise_deployment(deployment: dict[str, Any], policy_text: str, image: str | None) -> None:
-    template = deployment["spec"]["template"]
+def _roll_on_policy_change(deployment: dict[str, Any], policy_text: str) -> None:
     # kustomize's generator hashes the ConfigMap name; install keeps one name and rolls
     # the pods on a policy change through this annotation instead.
+    template = deployment["spec"]["template"]
     annotations = template.setdefault("metadata", {}).setdefault("annotations", {})
     annotations[POLICY_CHECKSUM] = hashlib.sha256(policy_text.encode("utf-8")).hexdigest()
-    if image is not None:
-        for container in template["spec"]["containers"]:
-            if container["name"] == DEPLOYMENT:
-                container["image"] = image
+
+
+def _set_image(obj: dict[str, Any], image: str) -> None:
+    """Our image in every container that runs it (the service's and the rotation job's),
+    matched by image name as kustomize's `images:` does."""
+    spec = obj.get("spec", {})
+    if obj["kind"] == "CronJob":
+        spec = spec["jobTemplate"]["spec"]
+    pod = spec.get("template", {}).get("spec", {})
+    for container in pod.get("containers", []):
+        if _image_name(container.get("image", "")) == IMAGE_NAME:
+            container["image"] = image
+
+
+def _image_name(image: str) -> str:
+    """`gpu-admission` of `gpu-admission:0.1.0` or `gpu-admission@sha256:...`."""
+    name = image.split("@", 1)[0]
+    last_slash = name.rfind("/")
+    tag = name.rfind(":")
+    return name[:tag] if tag > last_slash else name

@@ -64,8 +64,9 @@ def applied(
     finally:
         admission.register(controlplane.kubeconfig)
         controlplane.delete_namespace(NAMESPACE)
-        controlplane.delete("clusterrolebinding", ["gpu-admission"])
-        controlplane.delete("clusterrole", ["gpu-admission"])
+        for name in ("gpu-admission", "gpu-admission-cert-rotation"):
+            controlplane.delete("clusterrolebinding", [name])
+            controlplane.delete("clusterrole", [name])
 
 
 def patch(controlplane: ControlPlane, kind: str, operations: list[dict[str, Any]]) -> None:
@@ -137,41 +138,69 @@ def test_the_stored_webhooks_are_the_rendered_ones_without_a_ca_bundle(
             assert hook["timeoutSeconds"] == 3
 
 
-SERVICE_ACCOUNT = f"system:serviceaccount:{NAMESPACE}:gpu-admission"
+SERVE = f"system:serviceaccount:{NAMESPACE}:gpu-admission"
+ROTATION = f"system:serviceaccount:{NAMESPACE}:gpu-admission-cert-rotation"
 
 
 @pytest.mark.parametrize(
-    ("verb", "resource", "namespace", "allowed"),
+    ("who", "verb", "resource", "namespace", "allowed"),
     [
-        ("list", "nodes", None, True),
-        ("watch", "priorityclasses.scheduling.k8s.io", None, True),
-        ("get", "namespaces/ml", None, True),
-        ("update", "mutatingwebhookconfigurations/gpu-admission", None, True),
-        ("patch", "validatingwebhookconfigurations/gpu-admission", None, True),
-        ("patch", "mutatingwebhookconfigurations/someone-else", None, False),
-        ("delete", "mutatingwebhookconfigurations/gpu-admission", None, False),
-        ("update", "secrets/gpu-admission-tls", NAMESPACE, True),
-        ("get", "secrets/gpu-admission-tls-ca", NAMESPACE, False),
-        ("list", "secrets", NAMESPACE, False),
-        ("get", "secrets/gpu-admission-tls", "default", False),
-        ("create", "pods", NAMESPACE, False),
-        ("update", "nodes/cpu-a-0", None, False),
+        (SERVE, "list", "nodes", None, True),
+        (SERVE, "watch", "priorityclasses.scheduling.k8s.io", None, True),
+        (SERVE, "get", "deployments.apps/llm", "ml", True),
+        (SERVE, "list", "deployments.apps", "ml", False),
+        (SERVE, "get", "namespaces/ml", None, False),
+        (SERVE, "get", "mutatingwebhookconfigurations/gpu-admission", None, False),
+        (SERVE, "update", "mutatingwebhookconfigurations/gpu-admission", None, False),
+        (SERVE, "patch", "validatingwebhookconfigurations/gpu-admission", None, False),
+        (SERVE, "update", "secrets/gpu-admission-tls", NAMESPACE, False),
+        (SERVE, "get", "secrets/gpu-admission-tls", NAMESPACE, False),
+        (SERVE, "create", "pods", NAMESPACE, False),
+        (SERVE, "update", "nodes/cpu-a-0", None, False),
+        (ROTATION, "update", "secrets/gpu-admission-tls", NAMESPACE, True),
+        (ROTATION, "update", "secrets/gpu-admission-tls-ca", NAMESPACE, True),
+        (ROTATION, "create", "secrets", NAMESPACE, False),
+        (ROTATION, "list", "secrets", NAMESPACE, False),
+        (ROTATION, "get", "secrets/gpu-admission-tls", "default", False),
+        (ROTATION, "update", "mutatingwebhookconfigurations/gpu-admission", None, True),
+        (ROTATION, "update", "validatingwebhookconfigurations/gpu-admission", None, True),
+        (ROTATION, "update", "mutatingwebhookconfigurations/someone-else", None, False),
+        (ROTATION, "delete", "mutatingwebhookconfigurations/gpu-admission", None, False),
+        (ROTATION, "list", "nodes", None, False),
     ],
 )
-def test_the_service_account_may_do_what_the_service_needs_and_nothing_else(
+def test_each_service_account_may_do_what_its_process_needs_and_nothing_else(
     controlplane: ControlPlane,
     applied: CompletedProcess[str],
+    who: str,
     verb: str,
     resource: str,
     namespace: str | None,
     allowed: bool,
 ) -> None:
-    args = ["auth", "can-i", verb, resource, f"--as={SERVICE_ACCOUNT}"]
+    args = ["auth", "can-i", verb, resource, f"--as={who}"]
     args += ["--namespace", namespace] if namespace else []
 
     answer = controlplane.kubectl(*args, check=False).stdout.strip()
 
     assert answer == ("yes" if allowed else "no")
+
+
+def test_a_rotation_job_started_from_the_cron_job_passes_restricted_pod_security(
+    controlplane: ControlPlane, applied: CompletedProcess[str]
+) -> None:
+    created = controlplane.kubectl(
+        "create", "job", "rotation-now", "--from=cronjob/gpu-admission-cert-rotation",
+        "--namespace", NAMESPACE,
+    )  # fmt: skip
+    selector = "batch.kubernetes.io/job-name=rotation-now"
+
+    [node] = controlplane.wait_for_bindings(NAMESPACE, selector, 1)
+
+    assert "PodSecurity" not in created.stderr, created.stderr
+    [pod] = controlplane.list_json("pods", NAMESPACE, selector)
+    assert pod["spec"]["serviceAccountName"] == "gpu-admission-cert-rotation"
+    assert node in {n.name for n in FLEET if not n.taints}
 
 
 def test_the_replicas_pass_restricted_pod_security_and_spread_over_the_untainted_nodes(

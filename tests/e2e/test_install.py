@@ -4,7 +4,8 @@ Without a kubelet the Deployment never becomes available, so install runs
 with `--wait 0`; what is proven is what the apiserver accepts and stores:
 every object of the base, the certificates, and webhook configurations whose
 caBundle verifies the serving certificate for the Service's DNS name, the way
-kube-apiserver will verify it.
+kube-apiserver will verify it. `certs rotate` then runs with a token of each
+ServiceAccount the base creates: the rotation job's may rotate, the service's may not.
 """
 
 from __future__ import annotations
@@ -13,18 +14,21 @@ import base64
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import yaml
 from cryptography import x509
 from cryptography.x509.verification import PolicyBuilder, Store
 
-from webhook.certs import certificates_from_pem
-from webhook.install import NAMESPACE, TLS_SECRET
+from webhook.certs import certificates_from_pem, is_issued_by
+from webhook.install import CA_SECRET, NAMESPACE, TLS_SECRET
 
 from .controlplane import ControlPlane
 from .webhook_server import WebhookServer
 
 SERVICE_DNS = "gpu-admission.gpu-admission.svc"
+ROTATION = "gpu-admission-cert-rotation"
 
 
 def gpu_admission(controlplane: ControlPlane, *args: str) -> subprocess.CompletedProcess[str]:
@@ -79,8 +83,14 @@ def test_install_creates_every_object_of_the_base(
         ("namespace", NAMESPACE, None),
         ("serviceaccount", "gpu-admission", NAMESPACE),
         ("clusterrole", "gpu-admission", None),
+        ("serviceaccount", ROTATION, NAMESPACE),
+        ("clusterrole", ROTATION, None),
+        ("role", ROTATION, NAMESPACE),
+        ("cronjob", ROTATION, NAMESPACE),
+        ("networkpolicy", "gpu-admission", NAMESPACE),
         ("deployment", "gpu-admission", NAMESPACE),
         ("service", "gpu-admission", NAMESPACE),
+        ("service", "gpu-admission-metrics", NAMESPACE),
         ("poddisruptionbudget", "gpu-admission", NAMESPACE),
         ("configmap", "gpu-admission-policy", NAMESPACE),
         ("priorityclass", "inference-priority", None),
@@ -126,6 +136,85 @@ def test_install_with_a_wait_explains_why_no_replica_is_available(
     assert "no replica of gpu-admission/gpu-admission became available" in result.stderr
 
 
+def kubeconfig_of(controlplane: ControlPlane, service_account: str, path: Path) -> Path:
+    """A kubeconfig that acts as the ServiceAccount, with a token the apiserver issues
+    for it (the TokenRequest API, as a kubelet gets one for a pod)."""
+    token = controlplane.kubectl(
+        "create", "token", service_account, "--namespace", NAMESPACE, "--duration=10m"
+    ).stdout.strip()
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "e2e",
+                "cluster": {
+                    "server": controlplane.api_url,
+                    "certificate-authority": str(controlplane.ca_path),
+                },
+            }
+        ],
+        "users": [{"name": service_account, "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "e2e", "user": service_account}}],
+        "current-context": "sa",
+    }
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
+
+
+def rotate_as(kubeconfig: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    """`certs rotate` of the Secret the Deployment mounts, as the rotation CronJob runs it."""
+    return subprocess.run(
+        [
+            sys.executable, "-m", "webhook.cli", "certs", "rotate",
+            "--kubeconfig", str(kubeconfig),
+            "--namespace", NAMESPACE, "--secret", TLS_SECRET, "--service", "gpu-admission",
+            "--propagation-delay", "0", *flags,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+
+
+def ca_bundles(controlplane: ControlPlane) -> list[list[x509.Certificate]]:
+    return [
+        certificates_from_pem(base64.b64decode(hook["clientConfig"]["caBundle"]))
+        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration")
+        for hook in controlplane.get_json(kind, "gpu-admission")["webhooks"]
+    ]
+
+
+def test_the_rotation_service_account_can_rotate_the_ca_and_renew_the_leaf(
+    controlplane: ControlPlane, installed: None, tmp_path: Path
+) -> None:
+    rotation = kubeconfig_of(controlplane, ROTATION, tmp_path / "rotation.kubeconfig")
+    before = secret_data(controlplane, TLS_SECRET)
+
+    result = rotate_as(rotation, "--rotate-ca")
+
+    assert result.returncode == 0, result.stderr
+    after = secret_data(controlplane, TLS_SECRET)
+    new_ca = certificates_from_pem(secret_data(controlplane, CA_SECRET)["ca.crt"])[0]
+    assert after["tls.crt"] != before["tls.crt"]
+    assert is_issued_by(certificates_from_pem(after["tls.crt"])[0], new_ca)
+    assert all(new_ca in bundle and len(bundle) == 2 for bundle in ca_bundles(controlplane))
+
+
+def test_the_service_account_of_serve_can_neither_renew_the_leaf_nor_touch_the_ca_bundles(
+    controlplane: ControlPlane, installed: None, tmp_path: Path
+) -> None:
+    serve = kubeconfig_of(controlplane, "gpu-admission", tmp_path / "serve.kubeconfig")
+    before = secret_data(controlplane, TLS_SECRET)
+
+    result = rotate_as(serve, "--force")
+
+    assert result.returncode == 1
+    assert "the API server refused: 403 Forbidden" in result.stderr
+    assert secret_data(controlplane, TLS_SECRET) == before
+
+
 def test_uninstall_removes_the_webhook_configurations_first_then_everything_else(
     controlplane: ControlPlane, installed: None
 ) -> None:
@@ -135,5 +224,6 @@ def test_uninstall_removes_the_webhook_configurations_first_then_everything_else
     assert result.stdout.splitlines()[0] == "deleted the webhook configurations gpu-admission"
     assert not controlplane.exists("mutatingwebhookconfiguration", "gpu-admission")
     assert not controlplane.exists("clusterrole", "gpu-admission")
+    assert not controlplane.exists("clusterrole", ROTATION)
     assert controlplane.exists("priorityclass", "training-priority")
     wait_until_gone(controlplane)
