@@ -17,6 +17,18 @@ WARNING_LIMIT = 119
 EXEMPTION = "exemption"
 """The auditAnnotations key holding the reason of a policy exemption."""
 
+ECHO_LIMIT = 64
+"""Most characters of a user's value a message repeats: the value is for recognising."""
+
+VIOLATION_LIMIT = 1024
+"""Longest message of one violation, whatever it echoes (a safety net under `echo`)."""
+
+REASONS_LIMIT = 10
+"""Most reasons a denial or an audit annotation lists; the rest are counted."""
+
+MALFORMED_LIMIT = 512
+"""Longest reason of a malformed object (its path may hold keys the user chose)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Violation:
@@ -40,12 +52,36 @@ class Decision:
     """Rule name (or `exemption`) -> what was recorded; kube-apiserver prefixes the keys."""
 
 
+def shorten(text: str, limit: int = ECHO_LIMIT) -> str:
+    """`text`, or its first `limit` characters, `...` and how long it was."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text):,} characters)"
+
+
+def echo(value: Any) -> str:
+    """A user's value as a message quotes it (repr), shortened: a 1 MB value stays a few
+    words, and says how long it was."""
+    if isinstance(value, str) and len(value) > ECHO_LIMIT:
+        return f"{value[:ECHO_LIMIT]!r}... ({len(value):,} characters)"
+    return shorten(repr(value))
+
+
+def reasons(messages: Sequence[str]) -> str:
+    """`messages` joined by `; `, each once, the first `REASONS_LIMIT` of them and a count of
+    the others: 45,000 containers breaking one rule make one readable message."""
+    unique = list(dict.fromkeys(shorten(m, VIOLATION_LIMIT) for m in messages))
+    listed = "; ".join(unique[:REASONS_LIMIT])
+    more = len(unique) - REASONS_LIMIT
+    return f"{listed}; and {more:,} more" if more > 0 else listed
+
+
 def allow(patch: list[dict[str, Any]] | None = None) -> Decision:
     return Decision(allowed=True, patch=tuple(patch or ()))
 
 
 def deny(violations: list[Violation], subject: str) -> Decision:
-    message = f"{subject}: " + "; ".join(v.message for v in violations)
+    message = f"{subject}: " + reasons([v.message for v in violations])
     return Decision(allowed=False, code=403, message=message, violations=tuple(violations))
 
 
@@ -71,7 +107,8 @@ def exempt(reason: str) -> Decision:
 
 
 def warnings_of(violations: Sequence[Violation]) -> tuple[str, ...]:
-    """`gpu-admission: <rule>: <message>` per warned violation, cut short with `...`."""
+    """`gpu-admission: <rule>: <message>` per warned violation, cut short with `...`; the
+    first `REASONS_LIMIT` of them and a count of the others."""
     found = []
     for violation in violations:
         if violation.mode == WARN:
@@ -79,7 +116,10 @@ def warnings_of(violations: Sequence[Violation]) -> tuple[str, ...]:
             if len(text) > WARNING_LIMIT:
                 text = text[: WARNING_LIMIT - 3].rstrip() + "..."
             found.append(text)
-    return tuple(dict.fromkeys(found))
+    unique = list(dict.fromkeys(found))
+    if len(unique) > REASONS_LIMIT:
+        unique[REASONS_LIMIT:] = [f"gpu-admission: and {len(unique) - REASONS_LIMIT:,} more"]
+    return tuple(unique)
 
 
 def audit_annotations_of(violations: Sequence[Violation]) -> dict[str, str]:
@@ -88,8 +128,10 @@ def audit_annotations_of(violations: Sequence[Violation]) -> dict[str, str]:
     for violation in violations:
         if violation.mode == AUDIT:
             messages.setdefault(violation.rule, []).append(violation.message)
-    return {rule: "; ".join(dict.fromkeys(found)) for rule, found in messages.items()}
+    return {rule: reasons(found) for rule, found in messages.items()}
 
 
 def malformed(reason: str) -> Decision:
-    return Decision(allowed=False, code=400, message=f"malformed object: {reason}")
+    return Decision(
+        allowed=False, code=400, message=f"malformed object: {shorten(reason, MALFORMED_LIMIT)}"
+    )

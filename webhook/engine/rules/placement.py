@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from webhook.engine.decision import Violation
+from webhook.engine.decision import Violation, shorten
 from webhook.engine.placement import Reach, reach_of
 from webhook.engine.pod import PodView
 from webhook.policy.compiled import Policy, WorkloadClass
@@ -59,7 +59,7 @@ def check_model(policy: Policy, pod: PodView, workload: WorkloadClass) -> list[V
     return [
         Violation(
             MODEL,
-            f"label {policy.gpu_model_label}={model} names a GPU model that pool "
+            f"label {policy.gpu_model_label}={shorten(model)} names a GPU model that pool "
             f"{_or_list(workload.pools)} does not have; models: {', '.join(workload.models)}",
         )
     ]

@@ -8,7 +8,7 @@ kube-apiserver would never resolve.
 from __future__ import annotations
 
 from webhook.engine.capacity_now import STATIC, CapacityNow
-from webhook.engine.decision import Violation
+from webhook.engine.decision import Violation, echo
 from webhook.engine.pod import PodView
 from webhook.policy.compiled import WorkloadClass
 
@@ -43,8 +43,8 @@ def check_priority(
     return [
         Violation(
             RULE,
-            f"{workload.name} pod uses priorityClassName {pod.priority_class_name!r}, but the "
-            f"{workload.name} class runs at {wanted.name!r} ({value}); remove "
+            f"{workload.name} pod uses priorityClassName {echo(pod.priority_class_name)}, "
+            f"but the {workload.name} class runs at {wanted.name!r} ({value}); remove "
             f"priorityClassName (it is set for you) or set it to {wanted.name}",
         )
     ]

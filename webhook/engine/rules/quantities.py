@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.engine.decision import Violation
+from webhook.engine.decision import Violation, echo, shorten
 from webhook.engine.pod import PodView
 from webhook.engine.quantities import format_count, parse_quantity
 from webhook.policy.compiled import Policy
@@ -21,7 +21,7 @@ def check_quantities(policy: Policy, pod: PodView) -> list[Violation]:
     violations = []
     for container in pod.runnable_containers():
         for quantity in container.gpu:
-            where = f"{container.describe} {quantity.resource}"
+            where = f"{container.describe} {shorten(quantity.resource)}"
             problems = [
                 problem
                 for kind, raw in (("request", quantity.request), ("limit", quantity.limit))
@@ -34,7 +34,7 @@ def check_quantities(policy: Policy, pod: PodView) -> list[Violation]:
                 violations.append(
                     Violation(
                         RULE,
-                        f"{where}: a request of {quantity.request} without a limit; "
+                        f"{where}: a request of {_shown(quantity.request)} without a limit; "
                         f"set the limit to the same value",
                     )
                 )
@@ -44,7 +44,8 @@ def check_quantities(policy: Policy, pod: PodView) -> list[Violation]:
                 violations.append(
                     Violation(
                         RULE,
-                        f"{where}: requests {quantity.request} but limits {quantity.limit}; "
+                        f"{where}: requests {_shown(quantity.request)} but limits "
+                        f"{_shown(quantity.limit)}; "
                         f"GPUs cannot be overcommitted, make requests equal limits",
                     )
                 )
@@ -54,12 +55,17 @@ def check_quantities(policy: Policy, pod: PodView) -> list[Violation]:
 def _problem(kind: str, raw: Any) -> str | None:
     value = parse_quantity(raw)
     if value is None:
-        return f"{kind} {raw!r} is not a quantity; use a whole number such as 1"
+        return f"{kind} {echo(raw)} is not a quantity; use a whole number such as 1"
     if value < 0:
-        return f"{kind} {raw} is negative"
+        return f"{kind} {_shown(raw)} is negative"
     if value != value.to_integral_value():
         return (
             f"{kind} {format_count(value)} is not a whole number; GPUs are whole devices "
             "(use a MIG slice such as nvidia.com/mig-1g.5gb for a fraction of one)"
         )
     return None
+
+
+def _shown(raw: Any) -> str:
+    """A quantity as written (unquoted), shortened: `1`, `500m`."""
+    return shorten(str(raw))

@@ -2,14 +2,17 @@
 
 Setting it (by value or valueFrom) makes the NVIDIA runtime expose devices the
 scheduler never gave the pod. Only `void` and `none` (see no GPU) are safe.
+An env value that is not a string is malformed (Kubernetes itself would refuse
+it, but a custom resource's template reaches us unchecked).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from webhook.engine.decision import Violation
+from webhook.engine.decision import Violation, shorten
 from webhook.engine.pod import Container
+from webhook.errors import MalformedObject
 from webhook.policy.compiled import Policy
 
 RULE = "visible-devices"
@@ -20,13 +23,17 @@ def check_visible_devices(policy: Policy, containers: Iterable[Container]) -> li
     violations = []
     name = policy.visible_devices_env
     for container in containers:
-        for entry in container.env:
+        for index, entry in enumerate(container.env):
             if entry.get("name") != name:
                 continue
+            value = entry.get("value")
+            if value is not None and not isinstance(value, str):
+                where = f"spec.{container.list_name}[{container.index}].env[{index}].value"
+                raise MalformedObject(where, "must be a string")
             if entry.get("valueFrom") is not None:
                 shown = f"{name} from valueFrom"
-            elif (value := entry.get("value")) not in SAFE_VALUES:
-                shown = f"{name}={value if isinstance(value, str) else ''!s}"
+            elif value not in SAFE_VALUES:
+                shown = f"{name}={shorten(value or '')}"
             else:
                 continue
             violations.append(

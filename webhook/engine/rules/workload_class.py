@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from webhook.engine.decision import Violation
+from webhook.engine.decision import Violation, shorten
 from webhook.policy.compiled import Policy
 
 RULE = "workload-class"
@@ -11,7 +11,7 @@ RULE = "workload-class"
 def missing_class(policy: Policy, resources: list[str]) -> Violation:
     return Violation(
         RULE,
-        f"pod requests {', '.join(resources)} but has no label {policy.workload_label}; "
+        f"pod requests {shorten(', '.join(resources))} but has no label {policy.workload_label}; "
         f"set it to one of: {', '.join(policy.classes)}",
     )
 
@@ -19,6 +19,6 @@ def missing_class(policy: Policy, resources: list[str]) -> Violation:
 def unknown_class(policy: Policy, value: str) -> Violation:
     return Violation(
         RULE,
-        f"label {policy.workload_label}={value} names no workload class; "
+        f"label {policy.workload_label}={shorten(value)} names no workload class; "
         f"use one of: {', '.join(policy.classes)}",
     )

@@ -1,0 +1,76 @@
+"""Outcomes (webhook/engine/decision.py): what a message may repeat of a user's value."""
+
+from __future__ import annotations
+
+import pytest
+
+from webhook.engine.decision import (
+    ECHO_LIMIT,
+    REASONS_LIMIT,
+    VIOLATION_LIMIT,
+    WARN,
+    Violation,
+    deny,
+    echo,
+    judge,
+    malformed,
+    reasons,
+    shorten,
+)
+
+
+class TestEchoedValues:
+    @pytest.mark.parametrize("text", ["", "all", "x" * ECHO_LIMIT])
+    def test_a_short_text_is_shown_whole(self, text: str) -> None:
+        assert shorten(text) == text
+
+    def test_a_long_text_is_cut_with_its_length(self) -> None:
+        assert shorten("x" * 1_000_000) == "x" * ECHO_LIMIT + "... (1,000,000 characters)"
+
+    def test_a_short_value_is_quoted_as_python_shows_it(self) -> None:
+        assert echo("all") == "'all'"
+        assert echo(["a", 1]) == "['a', 1]"
+
+    def test_a_long_string_is_quoted_cut_and_counted(self) -> None:
+        shown = echo("0," * 500_000)
+        assert shown == repr("0," * (ECHO_LIMIT // 2)) + "... (1,000,000 characters)"
+
+    def test_a_long_value_of_another_type_is_cut_after_its_repr(self) -> None:
+        shown = echo(list(range(100_000)))
+        assert shown.startswith("[0, 1, 2, ")
+        assert len(shown) < 2 * ECHO_LIMIT
+
+
+class TestReasons:
+    def test_reasons_are_joined_once_each(self) -> None:
+        assert reasons(["a", "b", "a"]) == "a; b"
+
+    def test_past_the_limit_the_others_are_counted(self) -> None:
+        listed = reasons([f"reason {n}" for n in range(45_000)])
+        assert listed.endswith(f"reason {REASONS_LIMIT - 1}; and 44,990 more")
+        assert listed.count(";") == REASONS_LIMIT
+
+    def test_one_overlong_reason_is_cut(self) -> None:
+        assert len(reasons(["x" * 1_000_000])) < VIOLATION_LIMIT + 40
+
+
+class TestBoundedDecisions:
+    def test_a_denial_of_many_containers_stays_short(self) -> None:
+        violations = [
+            Violation("visible-devices", f"container 'c{n}' sets it") for n in range(45_000)
+        ]
+        decision = deny(violations, "gpu-admission denied pod 'ml/p'")
+        assert len(decision.message) < 1_000
+        assert len(decision.violations) == 45_000
+
+    def test_warnings_past_the_limit_are_counted_in_one_more_warning(self) -> None:
+        violations = [Violation("gpu-count", f"problem {n}", WARN) for n in range(100)]
+        warnings = judge(violations, "pod").warnings
+        assert len(warnings) == REASONS_LIMIT + 1
+        assert warnings[-1] == "gpu-admission: and 90 more"
+
+    def test_a_malformed_reason_naming_a_huge_key_is_cut(self) -> None:
+        decision = malformed("metadata.labels." + "k" * 1_000_000 + ": must be a string")
+        assert decision.code == 400
+        assert len(decision.message) < 600
+        assert decision.message.startswith("malformed object: metadata.labels.kkk")

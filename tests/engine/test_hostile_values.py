@@ -1,0 +1,62 @@
+"""Values a custom resource's template can carry that Kubernetes would refuse in a Pod:
+every rule answers them with a short message or a malformed-object decision naming where,
+never an exception (webhook/engine/rules/*)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.builders import GPU_MODEL, container, pod, pod_create
+from webhook.engine import Decision, Engine
+
+MEGABYTE = 1_000_000
+
+
+def validated(engine: Engine, obj: dict[str, Any]) -> Decision:
+    return engine.validate(pod_create(obj))
+
+
+@pytest.mark.parametrize("value", [["all"], {"a": 1}, 0, True])
+def test_an_env_value_that_is_not_a_string_is_malformed_with_its_path(
+    engine: Engine, value: Any
+) -> None:
+    entries = [{"name": "A", "value": "b"}, {"name": "NVIDIA_VISIBLE_DEVICES", "value": value}]
+    decision = validated(engine, pod(containers=[container(), container("cuda", env=entries)]))
+    assert (decision.allowed, decision.code) == (False, 400)
+    assert decision.message == "malformed object: spec.containers[1].env[1].value: must be a string"
+
+
+def test_a_megabyte_of_visible_devices_is_quoted_in_a_few_words(engine: Engine) -> None:
+    entry = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "0," * (MEGABYTE // 2)}
+    decision = validated(engine, pod(containers=[container("cuda", env=[entry])]))
+    assert not decision.allowed
+    assert "sets NVIDIA_VISIBLE_DEVICES=0,0,0," in decision.message
+    assert "... (1,000,000 characters)" in decision.message
+    assert len(decision.message) < 400
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        pod("x" * MEGABYTE),
+        pod("inference", labels={GPU_MODEL: "x" * MEGABYTE}),
+        pod("inference", containers=[container(limits={"nvidia.com/gpu": "x" * MEGABYTE})]),
+        pod("inference", containers=[container(limits={"nvidia.com/gpu": "-" + "1" * MEGABYTE})]),
+        pod("inference", containers=[container(requests={"nvidia.com/gpu": "1" * MEGABYTE})]),
+        pod("inference", containers=[container(limits={"nvidia.com/gpu": "1"}, requests={"nvidia.com/gpu": "2" * MEGABYTE})]),
+        pod("inference", containers=[container(gpus=1)], priorityClassName="p" * MEGABYTE),
+        pod(containers=[container(limits={"nvidia.com/mig-" + "x" * MEGABYTE: "1"})]),
+        pod("inference", containers=[container(limits={"nvidia.com/mig-" + "x" * MEGABYTE: "1"})]),
+    ],
+    ids=[
+        "class-label", "model-label", "quantity", "negative-quantity", "request-without-limit",
+        "unequal-request", "priority-class", "mig-resource-name", "mig-resource-name-of-a-class",
+    ],
+)  # fmt: skip
+def test_a_megabyte_value_makes_a_short_denial(engine: Engine, obj: dict[str, Any]) -> None:
+    decision = validated(engine, obj)
+    assert not decision.allowed
+    assert "characters)" in decision.message
+    assert len(decision.message) < 2_000
