@@ -564,6 +564,78 @@ def test_install_sets_its_image_on_the_service_and_the_rotation_job() -> None:
     assert [c["image"] for c in rotation] == ["registry.example/ga:1"]
 
 
+# -- guards (deploy/guards: optional, outside the kustomize tree) ----------------------------
+
+GUARDS = DEPLOY / "guards"
+
+
+def guard(name: str) -> list[dict[str, Any]]:
+    return [o for o in yaml.safe_load_all((GUARDS / name).read_text("utf-8")) if o]
+
+
+def gpu_priority_classes() -> list[str]:
+    return [c.priority_class.name for c in load_default_policy().classes.values()]
+
+
+def test_kube_apiserver_limits_exactly_the_policys_priority_classes_to_granted_namespaces() -> None:
+    [configuration] = guard("admission-configuration.yaml")
+    [plugin] = configuration["plugins"]
+
+    assert (configuration["apiVersion"], configuration["kind"]) == (
+        "apiserver.config.k8s.io/v1",
+        "AdmissionConfiguration",
+    )
+    assert plugin["name"] == "ResourceQuota"
+    assert plugin["configuration"]["limitedResources"] == [
+        {
+            "resource": "pods",
+            "matchScopes": [
+                {"scopeName": "PriorityClass", "operator": "In", "values": gpu_priority_classes()}
+            ],
+        }
+    ]
+
+
+def test_the_namespace_quota_grants_the_same_classes_without_limiting_them() -> None:
+    [quota] = guard("gpu-priority-quota.yaml")
+
+    assert quota["kind"] == "ResourceQuota"
+    assert "namespace" not in quota["metadata"]  # applied to each opted-in namespace
+    assert "hard" not in quota["spec"]
+    assert quota["spec"]["scopeSelector"]["matchExpressions"] == [
+        {"scopeName": "PriorityClass", "operator": "In", "values": gpu_priority_classes()}
+    ]
+
+
+def test_the_label_guard_watches_the_policys_opt_in_label_on_namespace_writes() -> None:
+    policy, binding = guard("opt-in-label-policy.yaml")
+    variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+    key, _ = load_default_policy().namespace_opt_in
+
+    assert variables["key"] == repr(key)
+    assert variables["allowedGroups"] == "['system:masters', 'gpu-admission:namespace-admins']"
+    assert policy["spec"]["matchConstraints"]["resourceRules"] == [
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": ["CREATE", "UPDATE"],
+            "resources": ["namespaces"],
+        }
+    ]
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    assert binding["spec"] == {
+        "policyName": policy["metadata"]["name"],
+        "validationActions": ["Deny"],
+    }
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_no_variant_installs_a_guard(rendered: dict[str, Objects], variant: str) -> None:
+    kinds = {o["kind"] for o in rendered[variant]}
+
+    assert not kinds & {"ResourceQuota", "ValidatingAdmissionPolicy", "AdmissionConfiguration"}
+
+
 # -- cert-manager -------------------------------------------------------------------------
 
 

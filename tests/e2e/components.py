@@ -52,8 +52,15 @@ def etcd_command(binary: Path, data_dir: Path, ports: Ports) -> list[str]:
 
 
 def apiserver_command(
-    binary: Path, pki: ControlPlanePki, ports: Ports, cert_dir: Path
+    binary: Path,
+    pki: ControlPlanePki,
+    ports: Ports,
+    cert_dir: Path,
+    admission_config: Path | None = None,
 ) -> list[str]:
+    # An AdmissionConfiguration configures built-in admission plugins (e.g. ResourceQuota's
+    # limitedResources); without one every plugin keeps its upstream default.
+    admission = [f"--admission-control-config-file={admission_config}"] if admission_config else []
     return [
         str(binary),
         f"--etcd-servers=http://127.0.0.1:{ports.etcd_client}",
@@ -84,6 +91,7 @@ def apiserver_command(
         # Endpoints validation rejects ("may not be in the loopback range"),
         # and no pod runs to use them anyway.
         "--endpoint-reconciler-type=none",
+        *admission,
     ]
 
 
