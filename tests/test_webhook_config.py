@@ -61,19 +61,32 @@ def test_only_opted_in_namespaces_and_never_the_control_plane_or_our_own(rendere
         ]
 
 
-def test_mutation_only_at_pod_create_and_reinvoked_if_needed(rendered: Any) -> None:
+def test_mutation_at_pod_create_and_debug_containers_and_reinvoked_if_needed(
+    rendered: Any,
+) -> None:
     hook = rendered[0]["webhooks"][0]
-    assert [r["operations"] for r in hook["rules"]] == [["CREATE"]]
+    assert [(r["operations"], r["resources"]) for r in hook["rules"]] == [
+        (["CREATE"], ["pods"]),
+        (["UPDATE"], ["pods/ephemeralcontainers"]),
+    ]
     assert (hook["reinvocationPolicy"], hook["sideEffects"]) == ("IfNeeded", "None")
     assert hook["admissionReviewVersions"] == ["v1"]
 
 
-def test_validation_covers_pod_create_and_ephemeral_containers(rendered: Any) -> None:
+def test_validation_covers_pod_create_update_and_ephemeral_containers(rendered: Any) -> None:
     rules = rendered[1]["webhooks"][0]["rules"]
     assert [(r["operations"], r["resources"]) for r in rules] == [
-        (["CREATE"], ["pods"]),
+        (["CREATE", "UPDATE"], ["pods"]),
         (["UPDATE"], ["pods/ephemeralcontainers"]),
     ]
+
+
+def test_pod_updates_reach_validation_only_when_scheduling_fields_change(rendered: Any) -> None:
+    conditions = rendered[1]["webhooks"][0]["matchConditions"]
+    assert [c["name"] for c in conditions] == ["gpu-relevant-pod", "scheduling-changed"]
+    changed = conditions[1]["expression"]
+    for field in ("tolerations", "nodeSelector", "affinity", "schedulingGates"):
+        assert f"object.spec.{field} != oldObject.spec.{field}" in changed
 
 
 def test_the_match_condition_names_what_the_policy_cares_about(rendered: Any) -> None:
@@ -83,6 +96,8 @@ def test_the_match_condition_names_what_the_policy_cares_about(rendered: Any) ->
         "startsWith('nvidia.com/')",
         "tolerations",
         "'NVIDIA_VISIBLE_DEVICES'",
+        "object.spec.nodeName != ''",
+        "object.spec.priorityClassName in ['inference-priority', 'training-priority']",
     ):
         assert part in expression
 

@@ -9,8 +9,13 @@ the tests prove:
   the control plane nor their own restart;
 - matchConditions (CEL) send only pods the policy can have an opinion on: a
   workload label, a `nvidia.com/` resource, a toleration that could match a GPU
-  pool's taint, or the visible-devices variable. Every other pod is admitted
-  without calling us, even when we are down;
+  pool's taint, the visible-devices variable, a node named by hand, or a
+  PriorityClass of the policy's classes. Every other pod is admitted without
+  calling us, even when we are down;
+- pods are mutated at CREATE, and when debug containers are added (the
+  `ephemeralcontainers` subresource, to hide the node's GPUs from them); they are
+  validated at CREATE, when debug containers are added, and at UPDATEs that change
+  where they can land (tolerations; selector, affinity and gates of a gated pod);
 - workloads (Deployment ... CronJob, and the policy's kinds such as PyTorchJob)
   go to a validating webhook of their own, at CREATE and UPDATE, whose
   condition looks for the same markers in their pod templates
@@ -80,11 +85,14 @@ class Endpoint:
 
 def gpu_relevance_condition(policy: Policy, root: str = "object") -> str:
     """CEL: true for a pod (or the pod template at `root`) the policy can have an opinion on."""
-    prefix = policy.gpu_resource.split("/")[0] + "/"
     env = policy.visible_devices_env
     spec = f"{root}.spec"
     container_lists = ("containers", "initContainers", "ephemeralContainers")
-    named_ours = f"exists(r, r.startsWith('{prefix}'))"
+    # Every resource of a GPU domain (nvidia.com/, and those of the policy's other GPU
+    # names), so a GPU resource the policy does not know yet still reaches it.
+    names = (policy.gpu_resource, policy.mig_prefix, *sorted(policy.other_gpu_resources))
+    domains = dict.fromkeys(name.split("/")[0] + "/" for name in names)
+    named_ours = f"exists(r, {' || '.join(f'r.startsWith({d!r})' for d in domains)})"
     resource_checks = " || ".join(
         f"(has({spec}.{lst}) && {spec}.{lst}.exists(c, has(c.resources) && "
         f"((has(c.resources.limits) && c.resources.limits.{named_ours}) || "
@@ -108,8 +116,37 @@ def gpu_relevance_condition(policy: Policy, root: str = "object") -> str:
         f"(has({root}.metadata) && has({root}.metadata.labels) && "
         f"'{policy.workload_label}' in {root}.metadata.labels)"
     )
-    spec_checks = " || ".join([resource_checks, toleration_check, env_checks])
+    # A pod bound by hand skips the scheduler and so the pools' taints; only the
+    # service knows which nodes are GPU nodes, so every such pod is ours to judge.
+    bound_check = f"(has({spec}.nodeName) && {spec}.nodeName != '')"
+    # Only the policy's classes may run at their PriorityClasses, labelled or not.
+    classes = ", ".join(f"'{name}'" for name in sorted(policy.governed_priority_classes))
+    priority_check = f"(has({spec}.priorityClassName) && {spec}.priorityClassName in [{classes}])"
+    spec_checks = " || ".join(
+        [resource_checks, toleration_check, env_checks, bound_check, priority_check]
+    )
     return f"{labelled} || (has({spec}) && ({spec_checks}))"
+
+
+SCHEDULING_FIELDS = ("tolerations", "nodeSelector", "affinity", "schedulingGates")
+"""What of a pod's spec may change after its CREATE and changes where it can land:
+tolerations may be added to any pod; a pod with scheduling gates may get its node
+selector and affinity narrowed, and its gates removed."""
+
+
+def scheduling_change_condition() -> str:
+    """CEL: true for anything but an update of a pod itself that leaves where it can land
+    as it was; labels, annotations, images and the like are not ours to judge again."""
+    changed = " || ".join(
+        f"(has(object.spec.{f}) != has(oldObject.spec.{f})) || "
+        f"(has(object.spec.{f}) && object.spec.{f} != oldObject.spec.{f})"
+        for f in SCHEDULING_FIELDS
+    )
+    return (
+        "request.operation != 'UPDATE' || "
+        "(has(request.subResource) && request.subResource != '') || "
+        f"{changed}"
+    )
 
 
 def namespace_selector(policy: Policy, own_namespace: str | None) -> dict[str, Any]:
@@ -131,15 +168,15 @@ def _webhook(
     endpoint: Endpoint,
     own_namespace: str | None,
     timeout_seconds: int,
-    condition: tuple[str, str] | None = None,
+    conditions: tuple[tuple[str, str], ...] | None = None,
 ) -> dict[str, Any]:
-    condition_name, expression = condition or ("gpu-relevant-pod", gpu_relevance_condition(policy))
+    conditions = conditions or (("gpu-relevant-pod", gpu_relevance_condition(policy)),)
     return {
         "name": name,
         "clientConfig": endpoint.client_config(path),
         "rules": rules,
         "namespaceSelector": namespace_selector(policy, own_namespace),
-        "matchConditions": [{"name": condition_name, "expression": expression}],
+        "matchConditions": [{"name": n, "expression": e} for n, e in conditions],
         "failurePolicy": FAILURE_POLICY,
         "sideEffects": "None",
         "admissionReviewVersions": ["v1"],
@@ -211,7 +248,7 @@ def render_webhook_configurations(
     mutating_hook = _webhook(
         MUTATING_WEBHOOK,
         "/mutate",
-        [_pod_rule(["CREATE"])],
+        [_pod_rule(["CREATE"]), _pod_rule(["UPDATE"], "pods/ephemeralcontainers")],
         policy,
         endpoint,
         own_namespace,
@@ -221,11 +258,15 @@ def render_webhook_configurations(
     validating_hook = _webhook(
         VALIDATING_WEBHOOK,
         "/validate",
-        [_pod_rule(["CREATE"]), _pod_rule(["UPDATE"], "pods/ephemeralcontainers")],
+        [_pod_rule(["CREATE", "UPDATE"]), _pod_rule(["UPDATE"], "pods/ephemeralcontainers")],
         policy,
         endpoint,
         own_namespace,
         timeout_seconds,
+        (
+            ("gpu-relevant-pod", gpu_relevance_condition(policy)),
+            ("scheduling-changed", scheduling_change_condition()),
+        ),
     )
     workload_hook = _webhook(
         WORKLOAD_WEBHOOK,
@@ -235,7 +276,7 @@ def render_webhook_configurations(
         endpoint,
         own_namespace,
         timeout_seconds,
-        ("gpu-relevant-template", workload_relevance_condition(policy)),
+        (("gpu-relevant-template", workload_relevance_condition(policy)),),
     )
     autoscaler_hook = _webhook(
         AUTOSCALER_WEBHOOK,

@@ -701,8 +701,10 @@ def test_malformed_shapes_are_refused_with_400(pod: Pod, shape: str) -> None:
 
 
 @budget(100)
-@given(plain_workload_pods().filter(lambda pod: all(v <= 8 for v in total_gpus(pod).values())))
+@given(plain_workload_pods().filter(lambda pod: all(0 < v <= 8 for v in total_gpus(pod).values())))
 def test_mutation_makes_plain_workload_pods_valid(pod: Pod) -> None:
+    """Pods that ask for no GPU at all get the class's default; an explicit 0 is refused
+    (tests/engine/test_bypasses.py)."""
     mutation = mutate(pod)
     assert mutation.allowed, mutation.message
     mutated = apply(pod, mutation)
@@ -715,14 +717,16 @@ def test_mutation_makes_plain_workload_pods_valid(pod: Pod) -> None:
     json_values(),
     st.sampled_from(
         [
-            {"operation": "UPDATE"},
             {"operation": "DELETE"},
             {"kind": "Deployment", "group": "apps", "resource": "deployments"},
             {"subresource": "status"},
+            {"operation": "UPDATE", "subresource": "status"},
         ]
     ),
 )
-def test_requests_other_than_pod_create_pass_untouched(value: Json, fields: dict[str, str]) -> None:
+def test_requests_other_than_pod_create_and_update_pass_untouched(
+    value: Json, fields: dict[str, str]
+) -> None:
     for decision in (
         ENGINE.mutate(review(value, **fields)),
         ENGINE.validate(review(value, **fields)),

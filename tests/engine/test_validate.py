@@ -352,10 +352,12 @@ class TestPriority:
 class TestScope:
     @pytest.mark.parametrize(
         "overrides",
-        [{"operation": "UPDATE"}, {"operation": "DELETE"}, {"subresource": "status"}],
-        ids=["update", "delete", "status"],
+        [{"operation": "DELETE"}, {"subresource": "status"}, {"subresource": "binding"}],
+        ids=["delete", "status", "binding"],
     )
-    def test_only_pod_creation_is_judged(self, engine: Engine, overrides: dict[str, Any]) -> None:
+    def test_only_pod_creation_and_update_are_judged(
+        self, engine: Engine, overrides: dict[str, Any]
+    ) -> None:
         assert validated(engine, pod(containers=[container(gpus=1)]), **overrides).allowed
 
     def test_every_violation_is_reported_at_once(self, engine: Engine) -> None:

@@ -60,16 +60,29 @@ class PoolNow:
         return sorted(r for m, r in self.largest if m == model and r.startswith(prefix))
 
 
+@dataclass(frozen=True, slots=True)
+class NodePlace:
+    """Where one node stands in the policy: its pool (None: no GPU pool) and GPU model
+    (None: not known). A pod bound to the node by `spec.nodeName` lands there."""
+
+    pool: str | None
+    model: str | None
+
+
 @dataclass(frozen=True)
 class CapacityNow:
     pools: Mapping[str, PoolNow]
     """Pool name -> what it has now; pools with no schedulable GPU node are absent."""
     priority_classes: Mapping[str, PriorityClassFacts] | None
     """Every PriorityClass by name, or None when not known (the policy's values hold)."""
+    nodes: Mapping[str, NodePlace] | None = None
+    """Every node by name, cordoned or not, or None while the Node list is not known."""
 
     def pool(self, name: str) -> PoolNow | None:
         return self.pools.get(name)
 
+
+OUTSIDE_POOLS = NodePlace(pool=None, model=None)
 
 STATIC = CapacityNow(pools={}, priority_classes=None)
 """Nothing known of the cluster: the policy's static figures hold everywhere."""
@@ -80,20 +93,22 @@ def capacity_now(policy: Policy, inventory: Inventory) -> CapacityNow:
         return CapacityNow(pools={}, priority_classes=inventory.priority_classes)
     by_label = {pool.label_value: pool for pool in policy.pools.values()}
     members: dict[str, list[tuple[NodeFacts, str | None]]] = {}
+    places: dict[str, NodePlace] = {}
     for node in inventory.nodes:
         pool = by_label.get(node.labels.get(policy.pool_label, ""))
-        if pool is None or not node.schedulable or not _offers_gpus(policy, node):
+        if pool is None:
+            places[node.name] = OUTSIDE_POOLS
             continue
-        members.setdefault(pool.name, []).append((node, _model_of(policy, pool, node)))
+        model = _model_of(policy, pool, node)
+        places[node.name] = NodePlace(pool.name, model)
+        if node.schedulable and _offers_gpus(policy, node):
+            members.setdefault(pool.name, []).append((node, model))
     pools = {name: _pool_now(policy, policy.pools[name], nodes) for name, nodes in members.items()}
-    return CapacityNow(pools=pools, priority_classes=inventory.priority_classes)
+    return CapacityNow(pools=pools, priority_classes=inventory.priority_classes, nodes=places)
 
 
 def _offers_gpus(policy: Policy, node: NodeFacts) -> bool:
-    return any(
-        resource == policy.gpu_resource or resource.startswith(policy.mig_prefix)
-        for resource in node.allocatable
-    )
+    return any(policy.is_gpu_resource(resource) for resource in node.allocatable)
 
 
 def _model_of(policy: Policy, pool: Pool, node: NodeFacts) -> str | None:
@@ -114,7 +129,7 @@ def _pool_now(policy: Policy, pool: Pool, nodes: list[tuple[NodeFacts, str | Non
     totals: dict[tuple[str | None, str], Decimal] = {}
     for node, model in sorted(nodes, key=lambda pair: pair[0].name):
         for resource, amount in node.allocatable.items():
-            if resource != policy.gpu_resource and not resource.startswith(policy.mig_prefix):
+            if not policy.is_gpu_resource(resource):
                 continue
             for key in ((None, resource), (model, resource)) if model else ((None, resource),):
                 totals[key] = totals.get(key, Decimal(0)) + amount

@@ -7,7 +7,7 @@ with reinvocationPolicy IfNeeded).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import jsonpatch
@@ -181,9 +181,34 @@ def _isolation(
     patch: PatchBuilder, policy: Policy, pod: PodView, defaulted: Container | None
 ) -> None:
     """Containers without GPUs must not see the node's GPUs through the image's own env."""
-    for container in pod.runnable_containers():
-        if container is defaulted or container.requests_gpu():
-            continue
+    _isolate(
+        patch,
+        policy,
+        (c for c in pod.runnable_containers() if c is not defaulted and not c.requests_gpu()),
+    )
+
+
+def isolate_ephemeral_containers(
+    policy: Policy, pod: PodView, old_pod: Any
+) -> list[dict[str, Any]]:
+    """The patch that hides the node's GPUs from debug containers being added (`kubectl
+    debug`): they can have no resources, so no GPU of theirs, yet a CUDA image would see
+    every GPU of the node, other tenants' included. Those already there are left alone:
+    kube-apiserver refuses any change to an existing ephemeral container."""
+    existing = {c.get("name") for c in _old_ephemeral_containers(old_pod) if isinstance(c, dict)}
+    patch = PatchBuilder()
+    _isolate(patch, policy, (c for c in pod.ephemeral_containers if c.name not in existing))
+    return patch.operations
+
+
+def _old_ephemeral_containers(old_pod: Any) -> list[Any]:
+    spec = old_pod.get("spec") if isinstance(old_pod, dict) else None
+    containers = spec.get("ephemeralContainers") if isinstance(spec, dict) else None
+    return containers if isinstance(containers, list) else []
+
+
+def _isolate(patch: PatchBuilder, policy: Policy, containers: Iterable[Container]) -> None:
+    for container in containers:
         if any(e.get("name") == policy.visible_devices_env for e in container.env):
             continue
         env, path = patch.sequence(container.raw, container.path, "env")

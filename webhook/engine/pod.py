@@ -79,6 +79,8 @@ class PodView:
     """Required node affinity terms, or None when the pod has none."""
     tolerations: Sequence[Mapping[str, Any]]
     priority_class_name: str | None
+    node_name: str | None
+    """The node the pod is bound to by hand (`spec.nodeName`): no scheduler will place it."""
 
     def all_containers(self) -> tuple[Container, ...]:
         return self.init_containers + self.containers + self.ephemeral_containers
@@ -106,6 +108,9 @@ def read_pod(pod: Any, policy: Policy, path: str = "") -> PodView:
     priority_class_name = spec.get("priorityClassName")
     if priority_class_name is not None and not isinstance(priority_class_name, str):
         raise MalformedObject(f"{path}spec.priorityClassName", "must be a string")
+    node_name = spec.get("nodeName")
+    if node_name is not None and not isinstance(node_name, str):
+        raise MalformedObject(f"{path}spec.nodeName", "must be a string")
     return PodView(
         raw=obj,
         name=name,
@@ -118,6 +123,7 @@ def read_pod(pod: Any, policy: Policy, path: str = "") -> PodView:
         required_terms=_required_terms(spec, f"{path}spec.affinity"),
         tolerations=_mappings(spec.get("tolerations"), f"{path}spec.tolerations"),
         priority_class_name=priority_class_name or None,
+        node_name=node_name or None,
     )
 
 
@@ -160,9 +166,9 @@ def _gpu_quantities(
 ) -> tuple[GpuQuantity, ...]:
     if not requests and not limits:
         return ()
-    gpu, prefix = policy.gpu_resource, policy.mig_prefix
-    names = [r for r in limits if r == gpu or r.startswith(prefix)]
-    names += [r for r in requests if r not in limits and (r == gpu or r.startswith(prefix))]
+    is_gpu = policy.is_gpu_resource
+    names = [r for r in limits if is_gpu(r)]
+    names += [r for r in requests if r not in limits and is_gpu(r)]
     quantities = []
     for name in names:
         request, limit = requests.get(name), limits.get(name)

@@ -15,10 +15,6 @@ from webhook.engine.pod import Container, PodView
 from webhook.policy.compiled import Policy
 
 
-def is_gpu_resource(policy: Policy, resource: str) -> bool:
-    return resource == policy.gpu_resource or resource.startswith(policy.mig_prefix)
-
-
 def pod_requests_gpu(policy: Policy, pod: PodView) -> bool:
     return any(c.requests_gpu() for c in pod.runnable_containers())
 

@@ -25,18 +25,19 @@ from webhook.engine.decision import (
     malformed,
 )
 from webhook.engine.inventory import UNKNOWN, Inventory
-from webhook.engine.mutate import created_pod, mutate_pod
+from webhook.engine.mutate import created_pod, isolate_ephemeral_containers, mutate_pod
 from webhook.engine.placement import reach_of
 from webhook.engine.pod import PodView, read_pod
 from webhook.engine.request import AdmissionRequest
 from webhook.engine.resources import effective_gpu_request, pod_requests_gpu
-from webhook.engine.rules.capacity import check_capacity
+from webhook.engine.rules.capacity import check_capacity, check_requests_gpu
+from webhook.engine.rules.node_name import check_node_name
 from webhook.engine.rules.placement import (
     check_class_placement,
     check_model,
     check_non_gpu_placement,
 )
-from webhook.engine.rules.priority import check_priority
+from webhook.engine.rules.priority import check_priority, check_unclassed_priority
 from webhook.engine.rules.quantities import check_quantities
 from webhook.engine.rules.visibility import check_visible_devices
 from webhook.engine.rules.workload_class import missing_class, unknown_class
@@ -62,7 +63,14 @@ class Engine:
         return now
 
     def mutate(self, request: AdmissionRequest, inventory: Inventory = UNKNOWN) -> Decision:
-        """Inject what a workload pod needs; everything that is not a pod CREATE passes."""
+        """Inject what a workload pod needs at its CREATE, and isolate debug containers
+        added later from the node's GPUs; everything else passes."""
+        if request.is_ephemeral_containers_update:
+            try:
+                pod = read_pod(request.object, self.policy)
+                return allow(isolate_ephemeral_containers(self.policy, pod, request.old_object))
+            except MalformedObject as error:
+                return malformed(str(error))
         if not request.is_pod_create:
             return allow()
         try:
@@ -96,6 +104,8 @@ class Engine:
             return Decision(allowed=True, warnings=tuple(warnings))
         if request.is_ephemeral_containers_update:
             check = self._ephemeral_containers
+        elif request.is_pod_update:
+            return self._validate_pod_update(request, now)
         elif request.is_pod_create:
 
             def check(pod: PodView) -> list[Violation]:
@@ -137,17 +147,45 @@ class Engine:
                 violations.append(missing_class(policy, requested))
             else:
                 violations += check_non_gpu_placement(policy, pod)
+            violations += check_node_name(policy, pod, None, now)
+            violations += check_unclassed_priority(policy, pod)
             return violations
         workload = policy.classes.get(label)
         if workload is None:
             violations.append(unknown_class(policy, label))
             return violations
         violations += check_quantities(policy, pod)
+        violations += check_requests_gpu(policy, pod, workload)
         violations += check_model(policy, pod, workload)
         violations += check_class_placement(policy, pod, workload, reach_of(policy, pod))
+        violations += check_node_name(policy, pod, workload, now)
         violations += check_capacity(policy, pod, workload, now)
         violations += check_priority(pod, workload, now)
         return violations
+
+    def _validate_pod_update(self, request: AdmissionRequest, now: CapacityNow) -> Decision:
+        """A pod whose scheduling fields change (tolerations, or nodeSelector and affinity
+        of a gated pod) is judged as it will be; an update is refused only for what it
+        breaks, not for what was already so (a pod admitted before its namespace opted in,
+        say, whose immutable fields could never be mended)."""
+        try:
+            pod = read_pod(request.object, self.policy)
+            exemption = self.policy.exemption_for(_namespace(request, pod), pod.labels)
+            if exemption is not None:
+                return exempt(exemption.reason)
+            violations = self.pod_violations(pod, now)
+        except MalformedObject as error:
+            return malformed(str(error))
+        if violations:
+            before = {(v.rule, v.message) for v in self._old_violations(request, now)}
+            violations = [v for v in violations if (v.rule, v.message) not in before]
+        return judge(violations, f"gpu-admission denied update of pod {_name(request, pod)!r}")
+
+    def _old_violations(self, request: AdmissionRequest, now: CapacityNow) -> list[Violation]:
+        try:
+            return self.pod_violations(read_pod(request.old_object, self.policy), now)
+        except MalformedObject:
+            return []
 
     def created_pod_violations(
         self, obj: dict[str, Any], now: CapacityNow = STATIC

@@ -136,6 +136,7 @@ class Policy:
     pool_label: str
     model_label: str
     gpu_resource: str
+    """The GPU resource injected by default, whose count per node the pools give."""
     mig_prefix: str
     visible_devices_env: str
     namespace_opt_in: tuple[str, str]
@@ -149,6 +150,11 @@ class Policy:
     workload_kinds: tuple[TemplateKind, ...] = field(default=())
     """Custom workload kinds (PyTorchJob, RayCluster, ...) whose pod templates are judged."""
 
+    other_gpu_resources: frozenset[str] = field(default=frozenset())
+    """More resource names that count as GPUs (shared replicas, other vendors)."""
+    governed_priority_classes: frozenset[str] = field(default=frozenset())
+    """The PriorityClasses of the policy's classes: only their pods may use them."""
+
     default_mode: str = "enforce"
     rule_modes: Mapping[str, str] = field(default_factory=dict)
     """Rule name -> `enforce`, `warn` or `audit`; rules not named take `default_mode`."""
@@ -160,6 +166,14 @@ class Policy:
         if workload is not None and rule in workload.rule_modes:
             return workload.rule_modes[rule]
         return self.rule_modes.get(rule, self.default_mode)
+
+    def is_gpu_resource(self, resource: str) -> bool:
+        """Whether a resource name gives a container GPUs (whole, shared or MIG slices)."""
+        return (
+            resource == self.gpu_resource
+            or resource.startswith(self.mig_prefix)
+            or resource in self.other_gpu_resources
+        )
 
     def exemption_for(self, namespace: str, labels: Mapping[str, str]) -> Exemption | None:
         """The first exemption matching a pod in `namespace` with `labels`."""

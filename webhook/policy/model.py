@@ -73,10 +73,27 @@ class NodeLabels(StrictModel):
 
 class Resources(StrictModel):
     gpu: str = Field(default="nvidia.com/gpu", pattern=LABEL_KEY_PATTERN)
+    other_gpus: list[str] = Field(
+        default_factory=lambda: ["nvidia.com/gpu.shared"], alias="otherGpus"
+    )
+    """More resource names that give a container GPUs: the shared replicas the device
+    plugin advertises under a new name (time-slicing or MPS with renameByDefault),
+    another vendor's devices. Each counts as a GPU; the count of one node is only known
+    from the live inventory."""
     mig_prefix: str = Field(default="nvidia.com/mig-", alias="migPrefix", min_length=1)
     visible_devices_env: str = Field(
         default="NVIDIA_VISIBLE_DEVICES", alias="visibleDevicesEnv", min_length=1
     )
+
+    @field_validator("other_gpus")
+    @classmethod
+    def _other_gpus_are_resource_names(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if "/" not in name or not re.fullmatch(LABEL_KEY_PATTERN, name):
+                raise ValueError(
+                    f"{name!r} is not an extended resource name such as nvidia.com/gpu.shared"
+                )
+        return names
 
 
 class Taint(StrictModel):

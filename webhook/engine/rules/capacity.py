@@ -17,7 +17,7 @@ from webhook.engine.capacity_now import STATIC, CapacityNow, PoolNow
 from webhook.engine.decision import Violation
 from webhook.engine.pod import PodView
 from webhook.engine.quantities import format_count
-from webhook.engine.resources import effective_gpu_request
+from webhook.engine.resources import effective_gpu_request, pod_requests_gpu
 from webhook.policy.compiled import GpuModel, Policy, Pool, WorkloadClass
 
 COUNT = "gpu-count"
@@ -35,12 +35,13 @@ def check_capacity(
     for resource, amount in effective_gpu_request(policy, pod).items():
         if amount != amount.to_integral_value():
             continue  # the quantity rule names the container
-        if resource != policy.gpu_resource and not MIG_PROFILE.match(
-            resource.removeprefix(policy.mig_prefix)
-        ):
+        whole = resource == policy.gpu_resource or resource in policy.other_gpu_resources
+        if not whole and not MIG_PROFILE.match(resource.removeprefix(policy.mig_prefix)):
             violations.append(_not_a_mig_resource(policy, resource))
             continue
         static, live = _static_and_live(pools, model, now)
+        if static and resource in policy.other_gpu_resources:
+            continue  # how many shared replicas a node has is only known from its nodes
         problems = []
         if static:
             problem = (
@@ -56,7 +57,7 @@ def check_capacity(
             if problem is None:
                 continue
             problems.append(problem)
-        rule = COUNT if resource == policy.gpu_resource else MIG
+        rule = COUNT if whole else MIG
         violations.append(Violation(rule, "; ".join(problems)))
     return violations
 
@@ -105,7 +106,7 @@ def _live(
             f"{_of_model(model)} has {format_count(best.amount)} allocatable now (node "
             f"{best.node}); split the work into pods of at most {format_count(best.amount)}"
         )
-    if resource == policy.gpu_resource:
+    if not resource.startswith(policy.mig_prefix):
         return (
             f"pod requests {format_count(amount)} {resource}; no schedulable node in pool "
             f"{names}{_of_model(model)} has {resource} allocatable now"
@@ -191,3 +192,19 @@ def _models(pool: Pool, model: str | None) -> list[GpuModel]:
 
 def _of_model(model: str | None) -> str:
     return f" with model {model}" if model else ""
+
+
+def check_requests_gpu(policy: Policy, pod: PodView, workload: WorkloadClass) -> list[Violation]:
+    """A class pod runs on a GPU node at its class's priority: without a GPU it would
+    hold a GPU node's place (and preempt for it) doing CPU work."""
+    if pod_requests_gpu(policy, pod):
+        return []
+    return [
+        Violation(
+            COUNT,
+            f"{workload.name} pod requests no GPU, yet its class runs it on pool "
+            f"{' or '.join(workload.pools)} at PriorityClass {workload.priority_class.name!r}; "
+            f"request at least 1 {policy.gpu_resource}, or remove the label "
+            f"{policy.workload_label} from a pod that needs no GPU",
+        )
+    ]

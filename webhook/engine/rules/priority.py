@@ -10,7 +10,7 @@ from __future__ import annotations
 from webhook.engine.capacity_now import STATIC, CapacityNow
 from webhook.engine.decision import Violation, echo
 from webhook.engine.pod import PodView
-from webhook.policy.compiled import WorkloadClass
+from webhook.policy.compiled import Policy, WorkloadClass
 
 RULE = "priority-class"
 
@@ -46,5 +46,22 @@ def check_priority(
             f"{workload.name} pod uses priorityClassName {echo(pod.priority_class_name)}, "
             f"but the {workload.name} class runs at {wanted.name!r} ({value}); remove "
             f"priorityClassName (it is set for you) or set it to {wanted.name}",
+        )
+    ]
+
+
+def check_unclassed_priority(policy: Policy, pod: PodView) -> list[Violation]:
+    """A pod of no class may not use a class's PriorityClass: a CPU pod at the inference
+    priority would preempt GPU workloads without ever being placed by the policy."""
+    name = pod.priority_class_name
+    if name is None or name not in policy.governed_priority_classes:
+        return []
+    owners = [c.name for c in policy.classes.values() if c.priority_class.name == name]
+    return [
+        Violation(
+            RULE,
+            f"pod without a workload class uses priorityClassName {name!r}, which the policy "
+            f"reserves for {' and '.join(owners)} pods; remove priorityClassName, or label "
+            f"the pod {policy.workload_label}={owners[0]} if it is one",
         )
     ]

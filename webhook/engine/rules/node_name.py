@@ -1,0 +1,73 @@
+"""Rule: a pod bound to a node by hand is judged where it lands.
+
+A pod that names its node in `spec.nodeName` is never scheduled: kube-scheduler
+does not look at it, so the GPU pools' NoSchedule taints do not keep it off them,
+and the kubelet of that node starts it. It is judged as landing on the named
+node's pool, which the live inventory knows. A node the service cannot place (no
+live inventory, not synced yet, or no such node) may be a GPU node, so the pod is
+refused until it can be placed; nothing a scheduler places is affected.
+"""
+
+from __future__ import annotations
+
+from webhook.engine.capacity_now import CapacityNow
+from webhook.engine.decision import Violation
+from webhook.engine.pod import PodView
+from webhook.engine.rules.placement import MODEL, NON_GPU, WRONG_POOL
+from webhook.policy.compiled import Policy, WorkloadClass
+
+ADVICE = "remove spec.nodeName and let the scheduler place the pod"
+
+
+def check_node_name(
+    policy: Policy, pod: PodView, workload: WorkloadClass | None, now: CapacityNow
+) -> list[Violation]:
+    node = pod.node_name
+    if node is None:
+        return []
+    rule = NON_GPU if workload is None else WRONG_POOL
+    subject = "pod without a workload class" if workload is None else f"{workload.name} pod"
+    bound = f"{subject} names node {node!r} in spec.nodeName, which bypasses the scheduler"
+    place = now.nodes.get(node) if now.nodes is not None else None
+    if place is None:
+        unknown = (
+            "the service has no live inventory of nodes"
+            if now.nodes is None
+            else "no such node exists"
+        )
+        return [
+            Violation(
+                rule,
+                f"{bound}, and {unknown}, so whether it is a GPU node cannot be told; {ADVICE}",
+            )
+        ]
+    if place.pool is None:
+        return []
+    pool = policy.pools[place.pool]
+    if workload is None:
+        return [
+            Violation(
+                rule,
+                f"{bound} and the taints of GPU pool {place.pool} "
+                f"({policy.pool_label}={pool.label_value}); {ADVICE}",
+            )
+        ]
+    if place.pool not in workload.pools:
+        return [
+            Violation(
+                rule,
+                f"{bound}; the node is in pool {place.pool} "
+                f"({policy.pool_label}={pool.label_value}), which is not for "
+                f"{workload.name}; {ADVICE}",
+            )
+        ]
+    model = pod.labels.get(policy.gpu_model_label)
+    if model and place.model and model != place.model:
+        return [
+            Violation(
+                MODEL,
+                f"{bound}; the node has GPU model {place.model}, but the pod is labelled "
+                f"{policy.gpu_model_label}={model}; {ADVICE}",
+            )
+        ]
+    return []
