@@ -214,11 +214,12 @@ class TestClassPodsWithoutGpus:
         assert admitted(engine, pod("inference")).allowed
 
 
-class TestOtherGpuResources:
-    SHARED = {"nvidia.com/gpu.shared": "2"}
+SHARED = {"nvidia.com/gpu.shared": "2"}
 
+
+class TestOtherGpuResources:
     def test_a_shared_gpu_makes_a_pod_a_gpu_pod(self, engine: Engine) -> None:
-        decision = admitted(engine, pod(containers=[container(limits=self.SHARED)]))
+        decision = admitted(engine, pod(containers=[container(limits=SHARED)]))
 
         assert rules(decision) == ["workload-class"]
         assert "requests nvidia.com/gpu.shared" in decision.message
@@ -226,12 +227,12 @@ class TestOtherGpuResources:
     def test_a_class_pod_on_shared_gpus_is_admitted_without_a_default_gpu(
         self, engine: Engine
     ) -> None:
-        obj = pod("inference", containers=[container(limits=self.SHARED, requests=self.SHARED)])
+        obj = pod("inference", containers=[container(limits=SHARED, requests=SHARED)])
 
         assert admitted(engine, obj).allowed
 
     def test_a_container_on_shared_gpus_is_not_blinded(self, engine: Engine) -> None:
-        obj = pod("inference", containers=[container(limits=self.SHARED)])
+        obj = pod("inference", containers=[container(limits=SHARED)])
         decision = engine.mutate(pod_create(obj))
 
         assert not any("NVIDIA_VISIBLE_DEVICES" in str(op) for op in decision.patch)
@@ -255,7 +256,7 @@ class TestOtherGpuResources:
         )
         engine = Engine(load_policy_text(text, "custom.yaml"))
         amd = pod(containers=[container(limits={"amd.com/gpu": "1"})])
-        shared = pod(containers=[container(limits=self.SHARED)])
+        shared = pod(containers=[container(limits=SHARED)])
 
         assert rules(admitted(engine, amd)) == ["workload-class"]
         assert admitted(engine, shared).allowed
