@@ -10,10 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import jsonpatch
-
 from webhook.engine.capacity_now import STATIC, CapacityNow
-from webhook.engine.patch import PatchBuilder
+from webhook.engine.patch import PatchBuilder, apply_patch
 from webhook.engine.placement import tolerated
 from webhook.engine.pod import Container, PodView, read_pod
 from webhook.errors import MalformedObject
@@ -47,7 +45,7 @@ def created_pod(policy: Policy, obj: dict[str, Any], now: CapacityNow = STATIC) 
     patch = mutate_pod(policy, pod, workload, now)
     if not patch:
         return pod
-    return read_pod(jsonpatch.apply_patch(obj, patch), policy)
+    return read_pod(apply_patch(obj, patch), policy)
 
 
 def _gpu_counts(

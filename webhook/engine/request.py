@@ -6,8 +6,6 @@ from dataclasses import dataclass
 from itertools import chain, compress
 from typing import Any
 
-from webhook.errors import MalformedObject
-
 MAX_DEPTH = 100
 """The deepest nesting of mappings and lists an object may have.
 
@@ -60,14 +58,13 @@ class AdmissionRequest:
         return self.is_pod and self.subresource == "ephemeralcontainers"
 
 
-def check_nesting(request: AdmissionRequest) -> None:
-    """Raise MalformedObject when the object or old object nests deeper than MAX_DEPTH,
-    naming where. A walk level by level with no recursion, run before anything else."""
+def nesting_problem(request: AdmissionRequest) -> str | None:
+    """Why the object or old object cannot be judged (it nests deeper than MAX_DEPTH, and
+    where), or None. A walk level by level, with no recursion, run before anything else."""
     for value, where in ((request.object, "object"), (request.old_object, "oldObject")):
         if not _nests_within(value, MAX_DEPTH):
-            raise MalformedObject(
-                _too_deep_path(value, where), f"nests deeper than {MAX_DEPTH} levels"
-            )
+            return f"{_too_deep_path(value, where)}: nests deeper than {MAX_DEPTH} levels"
+    return None
 
 
 def _nests_within(value: Any, limit: int) -> bool:
@@ -88,16 +85,21 @@ _PATH_TOKENS = 8
 
 def _too_deep_path(value: Any, where: str) -> str:
     """The first steps of a path that goes deeper than MAX_DEPTH, e.g.
-    `object.spec.template.spec.a.b[0].c.d...` (called only when there is one)."""
-    stack: list[tuple[Any, tuple[str, ...]]] = [(value, ())]
+    `object.spec.template.spec.a.b[0].c.d...` (called only when there is one). Each
+    node links to its parent's, so a path is spelled out only once, for the message."""
+    Link = tuple[Any, str] | None  # (the parent's link, the step from it)
+    stack: list[tuple[Any, int, Link]] = [(value, 0, None)]
     while stack:
-        node, path = stack.pop()
-        if len(path) > MAX_DEPTH:
-            shown = "".join(path[:_PATH_TOKENS])
-            return f"{where}{shown}..."
+        node, depth, link = stack.pop()
+        if depth > MAX_DEPTH:
+            steps: list[str] = []
+            while link is not None:
+                link, step = link
+                steps.append(step)
+            return where + "".join(reversed(steps[-_PATH_TOKENS:])) + "..."
         items = node.items() if type(node) is dict else enumerate(node)
         for key, child in items:
             if type(child) in _CONTAINERS:
                 step = f"[{key}]" if isinstance(key, int) else f".{key}"
-                stack.append((child, (*path, step)))
+                stack.append((child, depth + 1, (link, step)))
     return where
