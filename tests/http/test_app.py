@@ -233,15 +233,23 @@ class TestOtherOperations:
             in (response["status"]["message"])
         )
 
-    def test_an_ephemeral_container_without_visible_devices_is_allowed(
+    def test_an_ephemeral_container_without_visible_devices_is_blinded_then_allowed(
         self, client: TestClient, review: Review
     ) -> None:
         obj = pod("inference", containers=[container(gpus=1)], ephemeralContainers=[container()])
         sent = review(obj, operation="UPDATE", sub_resource="ephemeralcontainers")
 
-        for endpoint in ENDPOINTS:
-            response = response_of(client.post(endpoint, json=sent))
-            assert response == {"uid": sent["request"]["uid"], "allowed": True}
+        mutation = response_of(client.post("/mutate", json=sent))
+        validation = response_of(client.post("/validate", json=sent))
+
+        assert json.loads(base64.b64decode(mutation["patch"])) == [
+            {
+                "op": "add",
+                "path": "/spec/ephemeralContainers/0/env",
+                "value": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}],
+            }
+        ]
+        assert validation == {"uid": sent["request"]["uid"], "allowed": True}
 
 
 def with_request(**fields: Any) -> dict[str, Any]:
