@@ -11,6 +11,7 @@ ServiceAccount the base creates: the rotation job's may rotate, the service's ma
 from __future__ import annotations
 
 import base64
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from cryptography.x509.verification import PolicyBuilder, Store
 from webhook.certs import certificates_from_pem, is_issued_by
 from webhook.install import CA_SECRET, NAMESPACE, TLS_SECRET
 
+from .cluster import Cluster
 from .controlplane import ControlPlane
 from .webhook_server import WebhookServer
 
@@ -191,6 +193,7 @@ def test_the_rotation_service_account_can_rotate_the_ca_and_renew_the_leaf(
 ) -> None:
     rotation = kubeconfig_of(controlplane, ROTATION, tmp_path / "rotation.kubeconfig")
     before = secret_data(controlplane, TLS_SECRET)
+    old_ca = certificates_from_pem(secret_data(controlplane, CA_SECRET)["ca.crt"])[0]
 
     result = rotate_as(rotation, "--rotate-ca")
 
@@ -199,20 +202,38 @@ def test_the_rotation_service_account_can_rotate_the_ca_and_renew_the_leaf(
     new_ca = certificates_from_pem(secret_data(controlplane, CA_SECRET)["ca.crt"])[0]
     assert after["tls.crt"] != before["tls.crt"]
     assert is_issued_by(certificates_from_pem(after["tls.crt"])[0], new_ca)
-    assert all(new_ca in bundle and len(bundle) == 2 for bundle in ca_bundles(controlplane))
+    assert new_ca != old_ca
+    for bundle in ca_bundles(controlplane):
+        assert old_ca in bundle and new_ca in bundle  # both trusted until --drop-old-ca
 
 
-def test_the_service_account_of_serve_can_neither_renew_the_leaf_nor_touch_the_ca_bundles(
+def test_a_token_of_serve_reads_nodes_but_can_neither_rewrite_its_webhooks_nor_touch_its_secret(
     controlplane: ControlPlane, installed: None, tmp_path: Path
 ) -> None:
-    serve = kubeconfig_of(controlplane, "gpu-admission", tmp_path / "serve.kubeconfig")
+    """What a compromised replica could do with its ServiceAccount's token."""
+    serve_kubeconfig = kubeconfig_of(controlplane, "gpu-admission", tmp_path / "serve.kubeconfig")
+    serve = Cluster(controlplane.kubectl_binary, serve_kubeconfig, tmp_path / "kubectl-cache")
+    fail_open = json.dumps(
+        [{"op": "replace", "path": "/webhooks/0/failurePolicy", "value": "Ignore"}]
+    )
     before = secret_data(controlplane, TLS_SECRET)
 
-    result = rotate_as(serve, "--force")
+    nodes = serve.kubectl("get", "nodes", check=False)
+    rewrite = serve.kubectl(
+        "patch", "mutatingwebhookconfiguration", "gpu-admission", "--type=json", f"--patch={fail_open}",
+        check=False,
+    )  # fmt: skip
+    read = serve.kubectl("get", "secret", TLS_SECRET, "--namespace", NAMESPACE, check=False)
+    renewal = rotate_as(serve_kubeconfig, "--force")
 
-    assert result.returncode == 1
-    assert "the API server refused: 403 Forbidden" in result.stderr
+    assert nodes.returncode == 0, nodes.stderr
+    assert rewrite.returncode != 0 and "Forbidden" in rewrite.stderr, rewrite.stderr
+    assert read.returncode != 0 and "Forbidden" in read.stderr, read.stderr
+    assert renewal.returncode == 1
+    assert "the API server refused: 403 Forbidden" in renewal.stderr
     assert secret_data(controlplane, TLS_SECRET) == before
+    hook = controlplane.get_json("mutatingwebhookconfiguration", "gpu-admission")["webhooks"][0]
+    assert hook["failurePolicy"] == "Fail"
 
 
 def test_uninstall_removes_the_webhook_configurations_first_then_everything_else(
