@@ -60,3 +60,13 @@ def test_a_megabyte_value_makes_a_short_denial(engine: Engine, obj: dict[str, An
     assert not decision.allowed
     assert "characters)" in decision.message
     assert len(decision.message) < 2_000
+
+
+def test_a_thousand_resources_that_are_not_mig_profiles_make_ten_reasons_and_a_count(
+    engine: Engine,
+) -> None:
+    limits = {f"nvidia.com/mig-{n}": "1" for n in range(1_000)}
+    decision = validated(engine, pod("inference", containers=[container(limits=limits)]))
+    mig = [v for v in decision.violations if v.rule == "mig-profile"]
+    assert len(mig) == 11
+    assert mig[-1].message == "990 more GPU resources were not judged"

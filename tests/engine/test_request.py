@@ -1,5 +1,5 @@
-"""Reading an admission request (webhook/engine/request.py): nesting beyond any real object
-is refused before anything recursive runs, naming where."""
+"""Reading an admission request (webhook/engine/request.py): nesting or a size beyond any
+real object is refused before anything else runs, naming where."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from tests.builders import container, pod, pod_create
 from webhook.engine import Engine
-from webhook.engine.request import MAX_DEPTH, nesting_problem
+from webhook.engine.request import MAX_DEPTH, MAX_VALUES, refusal
 
 
 def nested(levels: int, leaf: Any = "x") -> Any:
@@ -45,28 +45,60 @@ def deployment_request(obj: Any, old: Any = None) -> Any:
     )
 
 
+def refused_with(request: Any) -> tuple[int, str]:
+    decision = refusal(request)
+    assert decision is not None and not decision.allowed
+    return decision.code, decision.message
+
+
 class TestNestingLimit:
     def test_an_object_at_the_limit_is_read(self) -> None:
-        assert nesting_problem(pod_create(nested(MAX_DEPTH))) is None
+        assert refusal(pod_create(nested(MAX_DEPTH))) is None
 
-    def test_one_level_more_is_a_problem_naming_its_first_steps(self) -> None:
+    def test_one_level_more_is_malformed_naming_its_first_steps(self) -> None:
         obj = {"spec": {"template": nested(MAX_DEPTH)}}
-        assert nesting_problem(pod_create(obj)) == (
-            "object.spec.template.a[0].a[0].a[0]...: nests deeper than 100 levels"
+        assert refused_with(pod_create(obj)) == (
+            400,
+            "malformed object: object.spec.template.a[0].a[0].a[0]...: "
+            "nests deeper than 100 levels",
         )
 
     def test_the_old_object_is_read_as_well(self) -> None:
-        problem = nesting_problem(pod_create(pod(), old_object={"spec": nested(600)}))
-        assert problem is not None and problem.startswith("oldObject.spec.a[0].a")
+        code, message = refused_with(pod_create(pod(), old_object={"spec": nested(600)}))
+        assert code == 400
+        assert message.startswith("malformed object: oldObject.spec.a[0].a")
 
     @pytest.mark.parametrize("value", [None, "x", 1, [], {}])
-    def test_scalars_and_empty_values_have_no_problem(self, value: Any) -> None:
-        assert nesting_problem(pod_create(value)) is None
+    def test_scalars_and_empty_values_are_read(self, value: Any) -> None:
+        assert refusal(pod_create(value)) is None
 
     def test_python_recursion_could_not_read_what_is_refused(self) -> None:
         with pytest.raises(RecursionError):
             repr(nested(100_000))
-        assert nesting_problem(pod_create(nested(100_000))) is not None
+        assert refused_with(pod_create(nested(100_000)))[0] == 400
+
+
+class TestSizeLimit:
+    def test_an_object_of_as_many_values_as_allowed_is_read(self) -> None:
+        obj = {"spec": {"args": ["a"] * (MAX_VALUES - 3)}}
+        assert refusal(pod_create(obj)) is None
+
+    def test_one_value_more_is_refused_as_too_large(self) -> None:
+        obj = {"spec": {"args": ["a"] * (MAX_VALUES - 2)}}
+        assert refused_with(pod_create(obj)) == (
+            413,
+            "object too large to judge: object holds more than 100,000 values (mappings, "
+            "lists, strings, numbers); no pod or workload comes near that",
+        )
+
+    def test_a_long_string_is_one_value(self) -> None:
+        assert refusal(pod_create({"spec": {"args": ["a" * 5_000_000]}})) is None
+
+    def test_the_old_object_has_a_limit_of_its_own(self) -> None:
+        many = {"spec": {"env": [{"name": "a"}] * 40_000}}
+        assert refusal(pod_create(many, old_object=many)) is None
+        code, message = refused_with(pod_create(pod(), old_object={"spec": [0] * MAX_VALUES}))
+        assert (code, message.split(" holds")[0]) == (413, "object too large to judge: oldObject")
 
 
 class TestDeepObjectsAreMalformed:
@@ -95,3 +127,9 @@ class TestDeepObjectsAreMalformed:
     def test_a_template_at_the_limit_is_judged(self, engine: Engine) -> None:
         decision = engine.validate(deployment_request(deployment(nested(MAX_DEPTH - 8))))
         assert decision.allowed, decision.message
+
+
+def test_a_huge_pod_is_refused_by_both_webhooks_before_it_is_read(engine: Engine) -> None:
+    request = pod_create(pod("inference", containers=[container(gpus=1)] * 20_000))
+    for decision in (engine.mutate(request), engine.validate(request)):
+        assert (decision.allowed, decision.code) == (False, 413)

@@ -135,3 +135,9 @@ def malformed(reason: str) -> Decision:
     return Decision(
         allowed=False, code=400, message=f"malformed object: {shorten(reason, MALFORMED_LIMIT)}"
     )
+
+
+def too_large(reason: str) -> Decision:
+    """A refusal of an object too large to judge in time (HTTP's 413, Request Entity Too
+    Large, as the status code kube-apiserver shows)."""
+    return Decision(allowed=False, code=413, message=f"object too large to judge: {reason}")

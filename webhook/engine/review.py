@@ -28,7 +28,7 @@ from webhook.engine.inventory import UNKNOWN, Inventory
 from webhook.engine.mutate import created_pod, isolate_ephemeral_containers, mutate_pod
 from webhook.engine.placement import reach_of
 from webhook.engine.pod import PodView, read_pod
-from webhook.engine.request import AdmissionRequest, nesting_problem
+from webhook.engine.request import AdmissionRequest, refusal
 from webhook.engine.resources import effective_gpu_request, pod_requests_gpu
 from webhook.engine.rules.capacity import check_capacity, check_requests_gpu
 from webhook.engine.rules.node_name import check_node_name
@@ -65,8 +65,8 @@ class Engine:
     def mutate(self, request: AdmissionRequest, inventory: Inventory = UNKNOWN) -> Decision:
         """Inject what a workload pod needs at its CREATE, and isolate debug containers
         added later from the node's GPUs; everything else passes."""
-        if (too_deep := nesting_problem(request)) is not None:
-            return malformed(too_deep)
+        if (refused := refusal(request)) is not None:
+            return refused
         if request.is_ephemeral_containers_update:
             try:
                 pod = read_pod(request.object, self.policy)
@@ -99,8 +99,8 @@ class Engine:
 
         An autoscaler is always admitted, with a warning when it can scale `scaled` (the
         workload it targets, as the cluster has it) beyond what its pools have now."""
-        if (too_deep := nesting_problem(request)) is not None:
-            return malformed(too_deep)
+        if (refused := refusal(request)) is not None:
+            return refused
         now = self.capacity(inventory)
         target = self.scale_target(request)
         if target is not None:

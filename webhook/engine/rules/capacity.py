@@ -14,7 +14,7 @@ import re
 from decimal import Decimal
 
 from webhook.engine.capacity_now import STATIC, CapacityNow, PoolNow
-from webhook.engine.decision import Violation
+from webhook.engine.decision import REASONS_LIMIT, Violation, shorten
 from webhook.engine.pod import PodView
 from webhook.engine.quantities import format_count
 from webhook.engine.resources import effective_gpu_request, pod_requests_gpu
@@ -31,8 +31,12 @@ def check_capacity(
     model = pod.labels.get(policy.gpu_model_label)
     model = model if model in workload.models else None
     pools = [p for p in policy.pools_of(workload) if model is None or model in p.models]
-    violations = []
-    for resource, amount in effective_gpu_request(policy, pod).items():
+    violations: list[Violation] = []
+    requested = effective_gpu_request(policy, pod)
+    for judged, (resource, amount) in enumerate(requested.items()):
+        if len(violations) == REASONS_LIMIT:
+            violations.append(_not_judged(len(requested) - judged))
+            break
         if amount != amount.to_integral_value():
             continue  # the quantity rule names the container
         whole = resource == policy.gpu_resource or resource in policy.other_gpu_resources
@@ -81,10 +85,16 @@ def _static_and_live(
     return static, live
 
 
+def _not_judged(resources: int) -> Violation:
+    """What stands for the resources left once a denial lists as many as it shows: a pod
+    of 100,000 MIG resources is refused without working out each."""
+    return Violation(MIG, f"{resources:,} more GPU resources were not judged")
+
+
 def _not_a_mig_resource(policy: Policy, resource: str) -> Violation:
     return Violation(
         MIG,
-        f"{resource} is not a MIG resource name; expected {policy.mig_prefix}"
+        f"{shorten(resource)} is not a MIG resource name; expected {policy.mig_prefix}"
         f"<compute>g.<memory>gb such as {policy.mig_prefix}1g.5gb",
     )
 
