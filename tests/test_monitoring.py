@@ -16,6 +16,7 @@ from webhook.cert_state import CertificateState, ServedCertificate
 from webhook.certs import create_ca, issue_serving_certificate
 from webhook.engine import Engine
 from webhook.http.app import create_app
+from webhook.http.metrics_app import create_metrics_app
 from webhook.metrics import Metrics
 
 Review = Callable[..., dict[str, Any]]
@@ -40,7 +41,7 @@ def served_series(engine: Engine, review: Review) -> set[str]:
     client = TestClient(create_app(lambda: engine, metrics=metrics))
     client.post("/validate", json=review(pod("inference")))
     client.post("/validate", content=b"[]")
-    reply = client.get("/metrics")
+    reply = TestClient(create_metrics_app(metrics)).get("/metrics")
     return {
         sample.name
         for family in text_string_to_metric_families(reply.text)

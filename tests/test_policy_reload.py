@@ -315,7 +315,7 @@ def test_the_server_keeps_serving_through_a_broken_edit_and_applies_the_fix_with
 
 
 def scrape(server: Server, pki: Pki) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    reply = httpx.get(f"{server.url}/metrics", verify=trusting(pki.ca_cert), timeout=10)
+    reply = httpx.get(f"{server.metrics_url}/metrics", timeout=10)
     assert reply.status_code == 200, reply.text
     return {
         (sample.name, tuple(sorted(sample.labels.items()))): sample.value

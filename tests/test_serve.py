@@ -51,6 +51,7 @@ class Server:
     url: str
     port: int
     log_path: Path
+    metrics_url: str = ""
 
     def log(self) -> str:
         return self.log_path.read_text("utf-8")
@@ -60,18 +61,18 @@ class Server:
 
 
 def start(args: list[str], cache: Path, log_path: Path) -> Server:
-    """`gpu-admission serve ARGS` on a free port, with XDG_CACHE_HOME at `cache`."""
-    port = free_port()
+    """`gpu-admission serve ARGS` on a free port and its metrics on another, with
+    XDG_CACHE_HOME at `cache`."""
+    port, metrics_port = free_port(), free_port()
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    command = [sys.executable, "-m", "webhook.cli", "serve", "--port", str(port)]
+    command += ["--metrics-port", str(metrics_port), *args]
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "webhook.cli", "serve", "--port", str(port), *args],
-            cwd=REPOSITORY,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
+            command, cwd=REPOSITORY, env=env, stdout=log, stderr=subprocess.STDOUT
         )
-    return Server(process, f"https://127.0.0.1:{port}", port, log_path)
+    metrics_url = f"http://127.0.0.1:{metrics_port}"
+    return Server(process, f"https://127.0.0.1:{port}", port, log_path, metrics_url)
 
 
 def wait_until_healthy(server: Server, ca_cert: Callable[[], Path]) -> None:
@@ -294,3 +295,85 @@ def test_a_broken_policy_exits_2_naming_file_path_and_reason_without_starting(
         "classes.training.pools[0]: unknown pool 'trainig'; pools: inference, training\n"
     )
     assert not cache.exists(), "no development certificate is made for a server that never runs"
+
+
+class TestTheEdge:
+    """What the server does with clients that misbehave or go away (the limits
+    themselves are tested in tests/http/test_limits.py with shorter timeouts)."""
+
+    def test_metrics_are_served_in_plain_http_on_their_own_port_and_not_on_the_webhook_port(
+        self, server: Server, pki: Pki
+    ) -> None:
+        metrics = httpx.get(f"{server.metrics_url}/metrics", timeout=10)
+        on_webhook_port = httpx.get(f"{server.url}/metrics", verify=trusting(pki.ca_cert))
+
+        assert metrics.status_code == 200
+        assert "gpu_admission_requests_total" in metrics.text
+        assert "gpu_admission_connections_cut_total" in metrics.text
+        assert on_webhook_port.status_code == 404
+
+    @pytest.mark.parametrize(
+        "ciphers",
+        ["ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-ECDSA-CHACHA20-POLY1305"],
+    )
+    def test_a_tls_1_2_client_offering_an_aead_suite_is_served(
+        self, server: Server, pki: Pki, ciphers: str
+    ) -> None:
+        with handshake(server, pki, ciphers) as connection:
+            assert connection.version() == "TLSv1.2"
+            assert connection.cipher()[0] == ciphers
+
+    # The two CBC suites OpenSSL's defaults serve over TLS 1.2 to an ECDSA certificate.
+    @pytest.mark.parametrize("ciphers", ["ECDHE-ECDSA-AES256-SHA384", "ECDHE-ECDSA-AES128-SHA256"])
+    def test_a_tls_1_2_client_offering_only_a_cbc_suite_fails_the_handshake(
+        self, server: Server, pki: Pki, ciphers: str
+    ) -> None:
+        with pytest.raises(ssl.SSLError):  # noqa: SIM117
+            with handshake(server, pki, ciphers):
+                pass
+
+    def test_an_upload_the_client_abandons_is_no_error_of_ours(
+        self, server: Server, pki: Pki
+    ) -> None:
+        head = b"POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100000\r\n\r\n"
+        for _ in range(3):
+            with handshake(server, pki, "ECDHE-ECDSA-AES128-GCM-SHA256") as connection:
+                connection.sendall(head + b"{" * 50000)
+        with httpx.Client(verify=trusting(pki.ca_cert)) as client:
+            assert client.get(f"{server.url}/healthz").status_code == 200  # the server is fine
+
+        bad = [e for e in server.log_entries() if e["level"] in ("error", "critical")]
+        assert bad == [], bad
+        assert "Traceback" not in server.log()
+
+
+@contextmanager
+def handshake(server: Server, pki: Pki, ciphers: str) -> Iterator[ssl.SSLSocket]:
+    """A TLS 1.2 connection offering only `ciphers`, verified against the test CA."""
+    context = trusting(pki.ca_cert)
+    context.maximum_version = ssl.TLSVersion.TLSv1_2
+    context.set_ciphers(ciphers)
+    with (
+        socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname="localhost") as connection,
+    ):
+        yield connection
+
+
+def test_sigterm_closes_idle_keep_alive_connections_at_once_instead_of_waiting_them_out(
+    pki: Pki, tmp_path: Path
+) -> None:
+    args = ["--tls-cert", str(pki.cert), "--tls-key", str(pki.key)]
+    with (
+        serving(args, tmp_path / "cache", tmp_path / "server.log", lambda: pki.ca_cert) as up,
+        httpx.Client(verify=trusting(pki.ca_cert)) as kept_alive,
+    ):
+        assert kept_alive.get(f"{up.url}/healthz").status_code == 200
+        with handshake(up, pki, "ECDHE-ECDSA-AES128-GCM-SHA256") as silent:
+            silent.sendall(b"GET /healthz HTTP/1.1\r\n")  # half a request head
+            stop(up)  # SIGTERM while both connections are open
+
+    assert up.process.returncode in (0, -signal.SIGTERM), up.log()
+    assert "Finished server process" in up.log()
+    assert "timeout graceful shutdown exceeded" not in up.log()
+    assert [e for e in up.log_entries() if e["level"] == "error"] == []

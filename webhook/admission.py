@@ -63,7 +63,7 @@ class AdmissionReview(_Envelope):
     request: ReviewRequest
 
 
-def parse_review(body: bytes) -> AdmissionReview:
+def parse_review(body: bytes | bytearray) -> AdmissionReview:
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as error:
@@ -79,7 +79,7 @@ def parse_review(body: bytes) -> AdmissionReview:
         raise InvalidReview(f"not an AdmissionReview {API_VERSION}: {problems}") from error
 
 
-def request_uid(body: bytes) -> str | None:
+def request_uid(body: bytes | bytearray) -> str | None:
     """The uid of a review that failed to parse as a whole, to echo in an error response."""
     try:
         data = orjson.loads(body)

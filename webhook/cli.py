@@ -38,6 +38,13 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run the admission service over HTTPS")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8443)
+    serve.add_argument(
+        "--metrics-port",
+        type=_port,
+        default=9090,
+        help="plain-HTTP port of GET /metrics on the same host; 0 serves no metrics "
+        "(default: 9090)",
+    )
     serve.add_argument("--policy", type=Path, help="policy YAML (default: the embedded policy)")
     serve.add_argument("--tls-cert", type=Path, help="serving certificate (PEM)")
     serve.add_argument("--tls-key", type=Path, help="serving key (PEM)")
@@ -110,6 +117,7 @@ def _serve(args: argparse.Namespace) -> int:
         policy_file=args.policy,
         inventory=inventory,
         kubeconfig=args.kubeconfig,
+        metrics_port=args.metrics_port,
     )
     serve(policy, settings)
     return 0
@@ -120,6 +128,16 @@ def in_cluster() -> bool:
     return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and bool(
         os.environ.get("KUBERNETES_SERVICE_PORT")
     )
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port number: {text}")
+    return port
 
 
 def _positive_seconds(text: str) -> float:

@@ -1,4 +1,4 @@
-"""Prometheus metrics of the service, served on ``GET /metrics``.
+"""Prometheus metrics of the service, served on ``GET /metrics`` of the metrics port.
 
 Every ``Metrics`` has its own ``CollectorRegistry``, so each app (and each test) counts
 only what it saw. The series:
@@ -18,6 +18,10 @@ only what it saw. The series:
   good policy serves in place of a broken file.
 - ``gpu_admission_policy_last_reload_timestamp_seconds``: when the policy serving now
   was loaded.
+- ``gpu_admission_connections_cut_total{reason}``: connections the server closed on its
+  own (``webhook.http.limits``): ``idle``, ``head_timeout``, ``head_too_large``,
+  ``body_timeout``, ``evicted`` (an older connection waiting for a request, closed to
+  make room) or ``no_room`` (a new connection while every other one was busy).
 - ``gpu_admission_certificate_expiry_timestamp_seconds``: when the serving certificate
   expires (once ``watch_certificate`` is given the served certificate).
 - ``gpu_admission_inventory_synced{kind}``: 1 once the live cache of ``nodes`` or
@@ -104,6 +108,12 @@ class Metrics:
         )
         for result in ("success", "failure"):
             self.policy_reloads.labels(result=result)
+        self.connections_cut = Counter(
+            "gpu_admission_connections_cut",
+            "Connections the server closed on its own, by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
         self.policy_valid.set(1)
         self.policy_last_reload.set(time.time())
 
@@ -127,6 +137,15 @@ class Metrics:
                 webhook=webhook, operation=operation, decision=flag, rule=rule
             ).inc()
         self.review_duration.labels(webhook=webhook).observe(seconds)
+
+    def expect_cuts(self, reasons: Sequence[str]) -> None:
+        """Show ``reasons`` at 0 until a connection is cut off for them."""
+        for reason in reasons:
+            self.connections_cut.labels(reason=reason)
+
+    def connection_cut(self, reason: str) -> None:
+        """The server closed a connection on its own (a timeout, a cap)."""
+        self.connections_cut.labels(reason=reason).inc()
 
     def policy_in_use(self, at: float) -> None:
         """A valid policy loaded at ``at`` serves (at start, or after a reload)."""

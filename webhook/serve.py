@@ -9,6 +9,13 @@ the embedded default policy never changes, so nothing watches it.
 With the live inventory on, an ``InventoryWatcher`` (``webhook.kube_inventory``) keeps
 Nodes and PriorityClasses in threads of its own; each review is handed its latest
 snapshot, ``/readyz`` and ``/metrics`` say how current it is.
+
+The edge is bounded: every connection gets the timeouts and caps of
+``webhook.http.limits`` (uvicorn's protocol with what it lacks), bodies are read within a
+memory budget (``webhook.http.body``) and large ones judged in a worker process
+(``webhook.http.offload``). ``/metrics`` is served in plain HTTP on a port of its own
+(``--metrics-port``, 9090) by a second uvicorn server on the same event loop, which
+stops with the first.
 """
 
 from __future__ import annotations
@@ -19,18 +26,23 @@ import functools
 import logging
 import os
 import ssl
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from webhook.certs import ensure_dev_serving_certificate
 from webhook.engine import Engine
 from webhook.engine.inventory import Inventory
 from webhook.file_poll import DEFAULT_INTERVAL
 from webhook.http.app import Readiness, ScaledWorkloads, create_app
+from webhook.http.limits import CUT_REASONS, EdgeLimits, guarded_protocol
+from webhook.http.memory import keep_large_blocks_mapped
+from webhook.http.metrics_app import create_metrics_app
+from webhook.http.offload import ReviewWorker
 from webhook.inventory_serving import (
     MissingClassReport,
     inventory_label_keys,
@@ -43,6 +55,9 @@ from webhook.metrics import Metrics
 from webhook.policy import Policy
 from webhook.policy_reload import PolicyReloader
 from webhook.tls_reload import CertificateReloader, InvalidKeyPair, KeyPairFiles
+
+METRICS_PORT = 9090
+GRACEFUL_SHUTDOWN_SECONDS = 5
 
 log = logging.getLogger("gpu_admission.serve")
 
@@ -65,6 +80,10 @@ class ServeSettings:
     inventory: bool = False
     #: Where the cluster is for the inventory; None: the in-cluster service account.
     kubeconfig: Path | None = None
+    #: Plain-HTTP port of ``/metrics`` on ``host``; 0 serves no metrics.
+    metrics_port: int = METRICS_PORT
+    #: Timeouts and caps of every connection.
+    limits: EdgeLimits = field(default_factory=EdgeLimits)
 
 
 def cache_directory() -> Path:
@@ -88,6 +107,7 @@ def serving_certificate(settings: ServeSettings) -> tuple[Path, Path]:
 def serve(policy: Policy, settings: ServeSettings) -> None:
     """Serve until SIGINT or SIGTERM; certificate and policy files are watched all along."""
     metrics = Metrics()
+    keep_large_blocks_mapped()
     cert, key = serving_certificate(settings)
     try:
         reloader = CertificateReloader(
@@ -121,39 +141,75 @@ def serve(policy: Policy, settings: ServeSettings) -> None:
         )
         metrics.watch_inventory(watcher.sync_age_seconds)
         scaled_workloads = functools.partial(fetch_scale_target, api)
+    worker = ReviewWorker()
     app = create_app(
         engine,
         readiness,
         metrics=metrics,
         inventory=inventory,
         scaled_workloads=scaled_workloads,
+        worker=worker,
     )
+    metrics.expect_cuts(CUT_REASONS)
+    protocol = guarded_protocol(settings.limits, metrics.connection_cut)
     config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
         ssl_context_factory=_serving_context(reloader.context),
+        http=protocol,
+        timeout_keep_alive=settings.limits.idle_seconds,
         log_config=None,
         log_level=settings.log_level,
         access_log=False,
-        timeout_graceful_shutdown=5,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )
     config.load()
     if config.ssl is not reloader.context:
         raise RuntimeError("uvicorn does not serve with the reloadable TLS context")
+    if not issubclass(config.http_protocol_class, HttpToolsProtocol):
+        raise RuntimeError("uvicorn does not serve with the guarded protocol")
     log.info(
         "serving",
         extra={"url": f"https://{settings.host}:{settings.port}", "policy": policy.source},
     )
     server = uvicorn.Server(config)
+    metrics_server = _metrics_server(metrics, settings) if settings.metrics_port else None
+    worker.start()
     if watcher is not None:
         watcher.start()
     try:
         with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
-            runner.run(_serve_and_watch(server, watchers))
+            runner.run(_serve_and_watch(server, metrics_server, watchers))
     finally:
+        worker.stop()
         if watcher is not None:
             watcher.stop()
+
+
+class _FollowingServer(uvicorn.Server):
+    """A uvicorn server that leaves signals to the main one and is stopped by it."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def _metrics_server(metrics: Metrics, settings: ServeSettings) -> uvicorn.Server:
+    config = uvicorn.Config(
+        create_metrics_app(metrics),
+        host=settings.host,
+        port=settings.metrics_port,
+        http=guarded_protocol(settings.limits),
+        timeout_keep_alive=settings.limits.idle_seconds,
+        lifespan="off",
+        log_config=None,
+        log_level=settings.log_level,
+        access_log=False,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+    )
+    log.info("serving metrics", extra={"url": f"http://{settings.host}:{settings.metrics_port}"})
+    return _FollowingServer(config)
 
 
 def _current(watcher: InventoryWatcher) -> Callable[[], Inventory]:
@@ -200,11 +256,19 @@ def _serving_context(
     return factory
 
 
-async def _serve_and_watch(server: uvicorn.Server, watchers: dict[str, Watcher]) -> None:
+async def _serve_and_watch(
+    server: uvicorn.Server, metrics_server: uvicorn.Server | None, watchers: dict[str, Watcher]
+) -> None:
     tasks = [asyncio.create_task(watch(), name=name) for name, watch in watchers.items()]
+    following = None
+    if metrics_server is not None:
+        following = asyncio.create_task(metrics_server.serve(), name="metrics-server")
     try:
         await server.serve()
     finally:
+        if metrics_server is not None and following is not None:
+            metrics_server.should_exit = True
+            await following
         for task in tasks:
             task.cancel()
         for task in tasks:

@@ -10,6 +10,10 @@ A changed pair is checked before it is used: both must parse and the key must be
 to the certificate. A half-written pair, or the new certificate next to the old key, is
 refused with a warning and the old pair keeps serving; the next change is tried again.
 
+The context speaks TLS 1.2 and 1.3 only, and TLS 1.2 only with AEAD suites behind an
+ECDHE key exchange (AES-GCM, ChaCha20-Poly1305): OpenSSL's defaults still offer CBC
+suites with HMAC-SHA1/SHA256 (``serving_context``). TLS 1.3 suites are all AEAD.
+
 A good pair is loaded into the very ``ssl.SSLContext`` uvicorn listens with.
 OpenSSL copies a context's certificate and key into each connection when the
 connection is created, so only new handshakes see the new pair and connections in
@@ -44,9 +48,22 @@ __all__ = [
     "KeyPairSnapshot",
     "check_key_pair",
     "read_key_pair",
+    "serving_context",
 ]
 
 log = logging.getLogger("gpu_admission.tls")
+
+
+TLS12_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
+"""OpenSSL cipher string of the TLS 1.2 suites served: ECDHE with an AEAD cipher only."""
+
+
+def serving_context() -> ssl.SSLContext:
+    """A server context without a certificate yet: TLS 1.2 or later, AEAD suites only."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.set_ciphers(TLS12_CIPHERS)
+    return context
 
 
 class InvalidKeyPair(ValueError):
@@ -161,7 +178,7 @@ class CertificateReloader:
         self.interval = interval
         snapshot = read_key_pair(files)
         leaf = check_key_pair(snapshot)
-        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.context = serving_context()
         _load_into(self.context, snapshot)
         self.state = CertificateState(ServedCertificate.of(leaf))
         self._served = snapshot

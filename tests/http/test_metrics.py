@@ -1,4 +1,5 @@
-"""`GET /metrics`, scraped after a few reviews: the documented series, with sane values."""
+"""`GET /metrics` of the metrics app, scraped after a few reviews on the admission app:
+the documented series, with sane values."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from webhook.cert_state import CertificateState, ServedCertificate
 from webhook.certs import create_ca, issue_serving_certificate
 from webhook.engine import AdmissionRequest, Decision, Engine
 from webhook.http.app import create_app
+from webhook.http.metrics_app import create_metrics_app
 from webhook.metrics import DURATION_BUCKETS, Metrics
 from webhook.policy.load import default_policy_text, load_policy_text
 
@@ -23,8 +25,9 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 def scrape(client: TestClient) -> Samples:
-    """Every sample of a scrape, by name and labels; the reply checked like Prometheus would."""
-    reply = client.get("/metrics")
+    """Every sample a scrape of the metrics app shows of the reviews `client` posted, by
+    name and labels; the reply checked like Prometheus would."""
+    reply = TestClient(create_metrics_app(client.app.state.metrics)).get("/metrics")
     assert reply.status_code == 200
     assert reply.headers["content-type"].startswith("text/plain; version=")
     return {
@@ -82,7 +85,8 @@ def test_each_review_is_counted_by_webhook_operation_decision_and_rule(
 def test_a_denial_counts_once_per_violated_rule_and_once_in_the_histogram(
     client: TestClient, review: Review
 ) -> None:
-    unmutated_inference = pod("inference")  # neither its pool nor its priority class set
+    # neither its pool nor its priority class set
+    unmutated_inference = pod("inference", containers=[container(gpus=1)])
 
     client.post("/validate", json=review(unmutated_inference))
 
@@ -209,3 +213,24 @@ def test_the_inventory_series_say_which_kinds_synced_and_how_long_ago(engine: En
 
 def test_without_the_inventory_there_are_no_inventory_series(client: TestClient) -> None:
     assert not [name for name, _ in scrape(client) if name.startswith("gpu_admission_inventory")]
+
+
+def test_the_admission_app_serves_no_metrics(client: TestClient) -> None:
+    assert client.get("/metrics").status_code == 404
+
+
+def test_connections_cut_off_are_counted_by_reason() -> None:
+    metrics = Metrics()
+    metrics.expect_cuts(["idle", "body_timeout"])
+    metrics.connection_cut("body_timeout")
+    metrics.connection_cut("body_timeout")
+    client = TestClient(create_metrics_app(metrics))
+
+    samples = {
+        sample.labels["reason"]: sample.value
+        for family in text_string_to_metric_families(client.get("/metrics").text)
+        for sample in family.samples
+        if sample.name == "gpu_admission_connections_cut_total"
+    }
+
+    assert samples == {"idle": 0, "body_timeout": 2}

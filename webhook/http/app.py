@@ -1,12 +1,20 @@
 """FastAPI app factory. Routes only decode, call the engine and encode.
 
-Error channels: a body that is not an AdmissionReview gets HTTP 400 (or 413
-when too large), so kube-apiserver applies the failurePolicy; anything the
-engine raises unexpectedly becomes `allowed: false` with code 500, the uid
-echoed and the traceback logged with that uid. Never a 5xx.
+Error channels: a body that is not an AdmissionReview gets HTTP 400 (413 when too
+large), so kube-apiserver applies the failurePolicy; so does a review the service has
+no room for right now (503: too many large bodies held at once, see
+``webhook.http.body``, or a review worker that died). Anything the engine raises
+unexpectedly becomes `allowed: false` with code 500, the uid echoed and the traceback
+logged with that uid. A client that goes away before its body arrived is not an error
+of ours: it is logged at debug level and answered nothing.
+
+Small bodies are judged on the event loop (a pod takes a fraction of a millisecond);
+larger ones in the review worker's process when one is given (``webhook.http.offload``),
+so that a 7 MB Deployment never holds up `/healthz` or the next pod.
 
 Every answered review is counted and timed in `Metrics` (see webhook.metrics), which
-`GET /metrics` exposes; the engine itself knows nothing of metrics.
+the metrics app exposes on a port of its own (``webhook.http.metrics_app``); the
+engine itself knows nothing of metrics.
 """
 
 from __future__ import annotations
@@ -22,39 +30,50 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
+from starlette.requests import ClientDisconnect
 
-from webhook.admission import (
-    InvalidReview,
-    complete,
-    errored,
-    parse_review,
-    request_uid,
-    to_engine_request,
-)
+from webhook.admission import to_engine_request
 from webhook.engine import AdmissionRequest, Decision, Engine
 from webhook.engine.autoscalers import ScaleTarget
 from webhook.engine.decision import AUDIT, ENFORCE, EXEMPTION, WARN
 from webhook.engine.inventory import UNKNOWN, Inventory
 from webhook.engine.templates import TemplateKind
-from webhook.metrics import CONTENT_TYPE, Metrics
+from webhook.http.body import (
+    BodyBudget,
+    BodyBudgetSpent,
+    BodyLimits,
+    BodyTooLarge,
+    received_body,
+)
+from webhook.http.judging import JUDGES, Judged, decode, encode, failed, judged
+from webhook.http.offload import ReviewWorker
+from webhook.metrics import Metrics
 
 log = logging.getLogger("gpu_admission.http")
 
 MAX_BODY_BYTES = 7 * 1024 * 1024
-"""kube-apiserver caps request bodies at 3 MiB; a review holds object and oldObject."""
+"""kube-apiserver caps request bodies at 3 MiB, and defaulting can double an object on
+its way to us (the issue's 3 MiB Deployment of bare containers arrives as 6.9 MB); an
+UPDATE review holds object and oldObject. A body over this is answered 413."""
 
+INLINE_BODY_BYTES = 32 * 1024
+"""Bodies up to this size are judged on the event loop (about 10 ms of engine time at
+most); larger ones in the review worker. Ordinary pods are 2 to 10 KB."""
 
-class BodyTooLarge(Exception):
-    pass
+BODY_BUDGET_BYTES = 16 * 1024 * 1024
+"""Bytes of bodies over ``INLINE_BODY_BYTES`` held at once, received or waiting for the
+worker: two of the largest. With the worker's 100 MiB peak on one of them and the server's
+own 75 MiB, this is what fits under the Deployment's 256 MiB."""
 
+BUSY = (
+    "gpu-admission holds as many large reviews as it can at once; "
+    "try again in a few seconds, or send a smaller object"
+)
+JSON = "application/json"
 
 SCALED_WORKLOAD_SECONDS = 2.0
 """The longest a review waits for an autoscaler's target (its webhook's timeout is 3 s);
 the client's own timeouts apply per connection attempt and its retries add up."""
-
-Judge = Callable[[Engine, AdmissionRequest, Inventory, Mapping[str, Any] | None], Decision]
-"""One webhook's call into the engine: engine, request, what the cluster has now and
-the workload an autoscaler under review targets."""
 
 ScaledWorkloads = Callable[[ScaleTarget, tuple[TemplateKind, ...]], Mapping[str, Any] | None]
 """Reads the workload an autoscaler targets (a blocking call, run in a worker thread)."""
@@ -86,6 +105,8 @@ def create_app(
     metrics: Metrics | None = None,
     inventory: Callable[[], Inventory] | None = None,
     scaled_workloads: ScaledWorkloads | None = None,
+    worker: ReviewWorker | None = None,
+    body_budget_bytes: int = BODY_BUDGET_BYTES,
 ) -> FastAPI:
     """`engine` returns the engine to use for one review (it may change on policy reload).
 
@@ -93,17 +114,23 @@ def create_app(
     returns what the cluster has now, handed to the engine with each review (without
     it, or until it has synced, the engine uses the policy's static figures);
     `scaled_workloads` reads the workload an autoscaler under review targets (without
-    it, autoscalers are admitted without looking).
+    it, autoscalers are admitted without looking); `worker` judges bodies over
+    ``INLINE_BODY_BYTES`` (without it, every body is judged on the event loop).
     """
     app = FastAPI(title="gpu-admission", docs_url=None, redoc_url=None, openapi_url=None)
     readiness = readiness or Readiness()
     counted = metrics or Metrics()
     cluster = inventory or (lambda: UNKNOWN)
+    limits = BodyLimits(max_body_bytes, INLINE_BODY_BYTES, BodyBudget(body_budget_bytes))
     app.state.metrics = counted
+    app.state.body_budget = limits.budget
 
-    async def review(request: Request, webhook: str, judge: Judge) -> Response:
+    async def review(request: Request, webhook: str) -> Response:
         started = time.perf_counter()
-        response, operation, decision = await answer(request, judge)
+        result = await answer(request, webhook)
+        if result is None:
+            return Response(status_code=204)  # nobody is listening any more
+        decision = result.decision
         flagged: list[tuple[str, str]] = []
         if decision is None:
             outcome, rules = "error", []
@@ -114,9 +141,21 @@ def create_app(
             flagged += [("audited", rule) for rule in _rules(decision, AUDIT)]
             if EXEMPTION in decision.audit_annotations:
                 flagged.append(("exempted", ""))
+            if not decision.allowed:
+                log.info(
+                    "denied",
+                    extra={
+                        "uid": result.uid,
+                        "namespace": result.namespace,
+                        "object": result.name,
+                        "rules": rules,
+                        "reason": decision.message,
+                    },
+                )
         seconds = time.perf_counter() - started
-        counted.review(webhook, operation, outcome, rules, seconds, flagged)
-        return response
+        counted.review(webhook, result.operation, outcome, rules, seconds, flagged)
+        headers = {"connection": "close"} if result.status in (413, 503) else None
+        return Response(result.reply, status_code=result.status, media_type=JSON, headers=headers)
 
     async def scaled_workload(
         current: Engine, request: AdmissionRequest
@@ -143,53 +182,49 @@ def create_app(
             )
             return None
 
-    async def answer(request: Request, judge: Judge) -> tuple[Response, str, Decision | None]:
-        """The reply, the operation reviewed ("" if unknown) and the engine's decision
-        (None when there is none: a bad body, or an engine that failed)."""
+    async def answer(request: Request, webhook: str) -> Judged | None:
+        """The reply and what to count of it; None if the client went away first."""
         try:
-            body = await _read_body(request, max_body_bytes)
+            async with received_body(request, limits) as body:
+                if worker is not None and len(body) > INLINE_BODY_BYTES:
+                    result = await worker.judge(webhook, engine(), cluster(), body)
+                    if result.failure is not None:
+                        log.error(
+                            "engine failed", extra={"uid": result.uid, "exception": result.failure}
+                        )
+                else:
+                    result = await judge_here(webhook, bytes(body))
         except BodyTooLarge:
-            return _json({"error": f"request body exceeds {max_body_bytes} bytes"}, 413), "", None
+            return Judged(413, encode({"error": f"request body exceeds {max_body_bytes} bytes"}))
+        except BodyBudgetSpent:
+            return Judged(503, encode({"error": BUSY}))
+        except ClientDisconnect:
+            log.debug("the client went away before its request body arrived")
+            return None
+        if result.status == 400:
+            log.info("invalid admission review", extra={"uid": result.uid, "reason": result.reason})
+        return result
+
+    async def judge_here(webhook: str, body: bytes) -> Judged:
+        review = decode(body)
+        if isinstance(review, Judged):
+            return review
         try:
-            parsed = parse_review(body)
-        except InvalidReview as error:
-            uid = request_uid(body)
-            log.info("invalid admission review", extra={"uid": uid, "reason": str(error)})
-            return _json({"error": str(error)}, 400), "", None
-        uid = parsed.request.uid
-        operation = parsed.request.operation
-        try:
-            current, engine_request = engine(), to_engine_request(parsed)
+            current, engine_request = engine(), to_engine_request(review)
             scaled = await scaled_workload(current, engine_request)
-            decision = judge(current, engine_request, cluster(), scaled)
+            decision = JUDGES[webhook](current, engine_request, cluster(), scaled)
         except Exception:
-            log.exception("engine failed", extra={"uid": uid})
-            failed = errored(uid, 500, "gpu-admission internal error; see its logs")
-            return _json(failed, 200), operation, None
-        if not decision.allowed:
-            log.info(
-                "denied",
-                extra={
-                    "uid": uid,
-                    "namespace": parsed.request.namespace,
-                    "object": parsed.request.name,
-                    "rules": _rules(decision, ENFORCE),
-                    "reason": decision.message,
-                },
-            )
-        return _json(complete(uid, decision), 200), operation, decision
+            log.exception("engine failed", extra={"uid": review.request.uid})
+            return failed(review)
+        return judged(review, decision)
 
     @app.post("/mutate")
     async def mutate(request: Request) -> Response:
-        return await review(
-            request, "mutate", lambda engine, req, now, scaled: engine.mutate(req, now)
-        )
+        return await review(request, "mutate")
 
     @app.post("/validate")
     async def validate(request: Request) -> Response:
-        return await review(
-            request, "validate", lambda engine, req, now, scaled: engine.validate(req, now, scaled)
-        )
+        return await review(request, "validate")
 
     @app.get("/healthz")
     async def healthz() -> Response:
@@ -200,10 +235,6 @@ def create_app(
         ready, details = readiness.report()
         return _json({"ready": ready, "checks": details}, 200 if ready else 503)
 
-    @app.get("/metrics")
-    async def metrics_page() -> Response:
-        return Response(counted.exposition(), media_type=CONTENT_TYPE)
-
     return app
 
 
@@ -212,19 +243,5 @@ def _rules(decision: Decision, mode: str) -> list[str]:
     return list(dict.fromkeys(v.rule for v in decision.violations if v.mode == mode))
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise BodyTooLarge
-    chunks = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 def _json(content: Any, status: int) -> Response:
-    return Response(orjson.dumps(content), status_code=status, media_type="application/json")
+    return Response(orjson.dumps(content), status_code=status, media_type=JSON)

@@ -1,0 +1,398 @@
+"""Attack one real `serve` replica the way issue 10 describes, and measure what others see.
+
+    python -m benchmarks.attack [--seconds 60] [--slowloris 500] [--idle 2000]
+                                [--stalled 100] [--repository DIR]
+
+One replica is started as a subprocess (`python -m webhook.cli serve`, with a test CA),
+then, for `--seconds`, an attacker process keeps in flight at once:
+
+- the largest review the server accepts (a Deployment with tens of thousands of
+  containers), posted again as soon as it is answered;
+- `--slowloris` connections that send half a request head and a header line every 2 s;
+- `--idle` TLS connections that never send a byte;
+- `--stalled` uploads that declare a 6.5 MiB body, send all but its last byte, and wait.
+
+Each attacking connection the server closes is replaced a second later. Meanwhile this
+process starts a `/healthz` probe and a small review 20 times a second, whether or not
+the previous ones were answered (a stalled server is not probed less), each on an idle
+keep-alive connection or a new one, and reports their p50/p99/max latency.
+
+Memory. The Deployment's limit is 256 MiB, applied by the container's cgroup. A
+cgroup is not ours to create here, and RLIMIT_AS would count reserved address space
+(thread stacks, arenas, mmap'd files), not memory, so Python fails long before it uses
+256 MiB. Instead the RSS of the server and of its child processes (its review worker) is
+read from /proc ten times a second and summed, which counts shared pages twice and so
+errs on the high side of what the cgroup charges; it is reported at start, at its peak,
+and after the attack (`--settle` seconds after the last attacking connection closed).
+
+`--repository DIR` runs the server from another checkout (for figures of older code).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.attack_clients import (
+    Connection,
+    Endpoint,
+    Tally,
+    hold,
+    idle,
+    slowloris,
+    stalled_upload,
+)
+from benchmarks.attack_payloads import largest_deployment_review, small_review
+from webhook.certs import create_ca, issue_serving_certificate, write_key_pair
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+LIMIT_MIB = 256
+LARGEST_BODY = 7 * 1024 * 1024
+STALLED_DECLARED = int(6.5 * 1024 * 1024)
+
+
+# ------------------------------------------------------------------ the server
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@dataclass
+class Pki:
+    ca: Path
+    cert: Path
+    key: Path
+
+
+def make_pki(directory: Path) -> Pki:
+    ca = create_ca("attack benchmark CA")
+    ca_cert, _ = write_key_pair(directory, "ca", ca)
+    issued = issue_serving_certificate(
+        ca, "localhost", dns_names=["localhost"], ip_addresses=["127.0.0.1"]
+    )
+    cert, key = write_key_pair(directory, "tls", issued)
+    return Pki(ca_cert, cert, key)
+
+
+def start_server(repository: Path, pki: Pki, port: int, log: Path) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "webhook.cli", "serve", "--port", str(port)]
+    command += ["--tls-cert", str(pki.cert), "--tls-key", str(pki.key)]
+    help_text = subprocess.run(
+        [sys.executable, "-m", "webhook.cli", "serve", "--help"],
+        cwd=repository,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    if "--metrics-port" in help_text:
+        command += ["--metrics-port", str(free_port())]
+    env = {**os.environ, "XDG_CACHE_HOME": str(log.parent / "cache")}
+    with log.open("wb") as out:
+        return subprocess.Popen(command, cwd=repository, env=env, stdout=out, stderr=out)
+
+
+def process_tree(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(parent, []).append(int(entry))
+    found, pending = [], [root]
+    while pending:
+        pid = pending.pop()
+        found.append(pid)
+        pending += children.get(pid, [])
+    return found
+
+
+def memory_mib(root: int) -> tuple[float, float]:
+    """Summed RSS and PSS of `root` and its descendants."""
+    rss = pss = 0
+    for pid in process_tree(root):
+        try:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Rss:"):
+                    rss += int(line.split()[1])
+                elif line.startswith("Pss:"):
+                    pss += int(line.split()[1])
+        except OSError:
+            continue
+    return rss / 1024, pss / 1024
+
+
+class MemorySampler(threading.Thread):
+    def __init__(self, pid: int, interval: float = 0.1) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.interval = pid, interval
+        self.peak = (0.0, 0.0)
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.interval):
+            rss, pss = memory_mib(self.pid)
+            self.peak = (max(self.peak[0], rss), max(self.peak[1], pss))
+
+
+# ------------------------------------------------------------------ the attacker
+
+
+@dataclass
+class AttackReport:
+    tallies: dict[str, Tally] = field(default_factory=dict)
+    large_seconds: list[float] = field(default_factory=list)
+
+
+def client_context(ca: Path) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(ca))
+    return context
+
+
+async def review_large_repeatedly(
+    endpoint: Endpoint, body: bytes, stop: asyncio.Event, report: AttackReport
+) -> None:
+    tally = report.tallies.setdefault("largest review", Tally())
+    connection = Connection(endpoint)
+    while not stop.is_set():
+        started = time.monotonic()
+        try:
+            status = await connection.exchange("POST", "/validate?timeout=10s", body)
+        except (OSError, asyncio.IncompleteReadError, ssl.SSLError):
+            tally.refused += 1
+            await asyncio.sleep(0.1)
+            continue
+        tally.status(status)
+        report.large_seconds.append(time.monotonic() - started)
+    connection.close()
+
+
+async def attack(args: dict[str, Any], report: AttackReport) -> None:
+    endpoint = Endpoint("127.0.0.1", args["port"], client_context(Path(args["ca"])))
+    stop = asyncio.Event()
+    tasks = [
+        asyncio.create_task(
+            review_large_repeatedly(endpoint, largest_deployment_review(LARGEST_BODY), stop, report)
+        )
+    ]
+    ramp = args["ramp"]
+    kinds = [
+        ("slowloris", args["slowloris"], lambda t: slowloris(t)),
+        ("idle", args["idle"], lambda t: idle(t)),
+        (
+            "stalled upload",
+            args["stalled"],
+            lambda t: stalled_upload(t, STALLED_DECLARED, STALLED_DECLARED - 1),
+        ),
+    ]
+    for name, count, behaviour in kinds:
+        tally = report.tallies.setdefault(name, Tally())
+        for index in range(count):
+            delay = ramp * index / max(count, 1)
+            tasks.append(asyncio.create_task(hold(endpoint, tally, stop, delay, behaviour(tally))))
+    await asyncio.sleep(args["seconds"])
+    stop.set()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def attacker_process(args: dict[str, Any], results: Any) -> None:
+    report = AttackReport()
+    asyncio.run(attack(args, report))
+    results.put(report)
+
+
+# ------------------------------------------------------------------ the probes
+
+
+async def probe(
+    port: int, ca: Path, seconds: float, interval: float
+) -> dict[str, tuple[list[float], dict[int, int]]]:
+    """Start a probe of each kind every `interval` seconds whether or not the previous
+    one was answered (so a stalled server is not probed less), each on an idle
+    keep-alive connection of its kind or on a new one."""
+    endpoint = Endpoint("127.0.0.1", port, client_context(ca))
+    small = small_review()
+    requests = {
+        "/healthz": ("GET", "/healthz", None),
+        "small review": ("POST", "/mutate?timeout=10s", small),
+    }
+    pools: dict[str, list[Connection]] = {name: [] for name in requests}
+    seen: dict[str, tuple[list[float], dict[int, int]]] = {n: ([], {}) for n in requests}
+
+    async def one(name: str) -> None:
+        method, path, body = requests[name]
+        connection = pools[name].pop() if pools[name] else Connection(endpoint)
+        started = time.monotonic()
+        try:
+            status = await connection.exchange(method, path, body)
+        except (OSError, asyncio.IncompleteReadError, ssl.SSLError):
+            status = 0
+            connection.close()
+        else:
+            pools[name].append(connection)
+        latencies, statuses = seen[name]
+        latencies.append(time.monotonic() - started)
+        statuses[status] = statuses.get(status, 0) + 1
+
+    tasks = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        tasks += [asyncio.create_task(one(name)) for name in requests]
+        await asyncio.sleep(interval)
+    await asyncio.gather(*tasks)
+    for pool in pools.values():
+        for connection in pool:
+            connection.close()
+    return seen
+
+
+async def wait_until_healthy(port: int, ca: Path, server: subprocess.Popen[bytes]) -> None:
+    connection = Connection(Endpoint("127.0.0.1", port, client_context(ca)))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"the server exited with {server.returncode}")
+        try:
+            if await connection.exchange("GET", "/healthz") == 200:
+                connection.close()
+                return
+        except (OSError, asyncio.IncompleteReadError, ssl.SSLError):
+            await asyncio.sleep(0.2)
+    raise SystemExit("the server did not become healthy")
+
+
+async def warm_up(port: int, ca: Path) -> float:
+    """One largest review before measuring, so that start-up costs are not counted."""
+    connection = Connection(Endpoint("127.0.0.1", port, client_context(ca)))
+    started = time.monotonic()
+    await connection.exchange("POST", "/validate", largest_deployment_review(LARGEST_BODY))
+    connection.close()
+    return time.monotonic() - started
+
+
+# ------------------------------------------------------------------ the report
+
+
+def percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else 0.0
+
+
+def milliseconds(samples: list[float]) -> str:
+    return (
+        f"p50 {percentile(samples, 0.5) * 1e3:8.1f} ms  p99 {percentile(samples, 0.99) * 1e3:8.1f}"
+        f" ms  max {max(samples, default=0.0) * 1e3:8.1f} ms  n={len(samples)}"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--slowloris", type=int, default=500)
+    parser.add_argument("--idle", type=int, default=2000)
+    parser.add_argument("--stalled", type=int, default=100)
+    parser.add_argument("--ramp", type=float, default=10.0, help="seconds to open them all")
+    parser.add_argument("--settle", type=float, default=10.0)
+    parser.add_argument("--probe-interval", type=float, default=0.05)
+    parser.add_argument("--repository", type=Path, default=REPOSITORY)
+    args = parser.parse_args(argv)
+
+    with tempfile.TemporaryDirectory(prefix="gpu-admission-attack-") as directory:
+        pki = make_pki(Path(directory))
+        port = free_port()
+        log = Path(directory) / "server.log"
+        server = start_server(args.repository.resolve(), pki, port, log)
+        try:
+            asyncio.run(wait_until_healthy(port, pki.ca, server))
+            first = asyncio.run(warm_up(port, pki.ca))
+            time.sleep(2)
+            start = memory_mib(server.pid)
+            sampler = MemorySampler(server.pid)
+            sampler.start()
+            results: Any = multiprocessing.get_context("spawn").Queue()
+            attacker_args = {
+                "port": port,
+                "ca": str(pki.ca),
+                "seconds": args.seconds,
+                "slowloris": args.slowloris,
+                "idle": args.idle,
+                "stalled": args.stalled,
+                "ramp": args.ramp,
+            }
+            attacker = multiprocessing.get_context("spawn").Process(
+                target=attacker_process, args=(attacker_args, results)
+            )
+            attacker.start()
+            seen = asyncio.run(probe(port, pki.ca, args.seconds, args.probe_interval))
+            report: AttackReport = results.get(timeout=args.seconds + 120)
+            attacker.join()
+            time.sleep(args.settle)
+            sampler.stopped.set()
+            sampler.join()
+            after = memory_mib(server.pid)
+        finally:
+            stopping = time.monotonic()
+            server.send_signal(signal.SIGTERM)
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+            shutdown = time.monotonic() - stopping
+        server_log = log.read_text("utf-8", errors="replace")
+
+    print(f"server: {args.repository.resolve()}  one replica, limit {LIMIT_MIB} MiB")
+    print(
+        f"attack: {args.seconds:.0f} s; the largest review ({LARGEST_BODY:,} bytes max) "
+        f"repeatedly, {args.slowloris} slowloris, {args.idle} idle TLS, "
+        f"{args.stalled} stalled 6.5 MiB uploads"
+    )
+    print(f"first largest review (warm-up): {first:.2f} s")
+    for name, (latencies, statuses) in seen.items():
+        print(f"{name:>14}: {milliseconds(latencies)}  statuses {statuses}")
+    print(f"largest review: {milliseconds(report.large_seconds)}")
+    for name, tally in report.tallies.items():
+        lifetimes = tally.lifetimes
+        print(
+            f"{name:>14}: opened {tally.opened}, closed by the server {tally.closed_by_server}"
+            f" (lifetime p50 {percentile(lifetimes, 0.5):.1f} s, max "
+            f"{max(lifetimes, default=0.0):.1f} s), refused {tally.refused}, "
+            f"statuses {tally.statuses}"
+        )
+    for index, name in enumerate(("RSS", "PSS")):
+        print(
+            f"{name} (server + children): start {start[index]:.0f} MiB, peak "
+            f"{sampler.peak[index]:.0f} MiB, after {after[index]:.0f} MiB ({args.settle:.0f} s "
+            f"after the attack); limit {LIMIT_MIB} MiB"
+        )
+    errors = [line for line in server_log.splitlines() if '"level":"error"' in line]
+    tracebacks = server_log.count("Traceback")
+    print(
+        f"shutdown on SIGTERM: {shutdown:.1f} s; server log: {len(errors)} error lines, "
+        f"{tracebacks} tracebacks"
+    )
+    for line in errors[:3]:
+        print(f"  {line[:200]}")
+
+
+if __name__ == "__main__":
+    main()

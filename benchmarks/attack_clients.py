@@ -1,0 +1,203 @@
+"""The clients of the attack benchmark: a minimal HTTP/1.1 client over TLS and the four
+kinds of attacker, each keeping its connections up as a persistent attacker would.
+
+A raw client is used rather than httpx so that an attacker does exactly what it says
+(half a header, a body that stops short) and so that its own overhead stays small next
+to the server it measures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+RECONNECT_SECONDS = 1.0
+"""How long an attacker waits before replacing a connection the server closed: a
+persistent attacker, not a handshake flood (that is a CPU attack of its own)."""
+
+
+@dataclass
+class Endpoint:
+    host: str
+    port: int
+    context: ssl.SSLContext
+
+    async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await asyncio.open_connection(
+            self.host, self.port, ssl=self.context, server_hostname="localhost"
+        )
+
+
+def request_head(method: str, path: str, length: int | None = None) -> bytes:
+    lines = [f"{method} {path} HTTP/1.1", "Host: localhost", "Accept: application/json"]
+    if length is not None:
+        lines += ["Content-Type: application/json", f"Content-Length: {length}"]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
+
+
+async def read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    """Status and body of one response framed by Content-Length."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ")[1])
+    length = 0
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "content-length":
+            length = int(value.strip())
+    return status, await reader.readexactly(length)
+
+
+class Connection:
+    """One keep-alive connection that reconnects once when the server has closed it."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+
+    async def exchange(self, method: str, path: str, body: bytes | None = None) -> int:
+        for attempt in range(2):
+            if self._streams is None:
+                self._streams = await self.endpoint.connect()
+            reader, writer = self._streams
+            try:
+                writer.write(request_head(method, path, None if body is None else len(body)))
+                if body is not None:
+                    writer.write(body)
+                await writer.drain()
+                status, _ = await read_response(reader)
+                return status
+            except (OSError, asyncio.IncompleteReadError, ssl.SSLError):
+                self.close()
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        if self._streams is not None:
+            self._streams[1].transport.abort()
+            self._streams = None
+
+
+@dataclass
+class Tally:
+    """What one kind of attacker saw."""
+
+    opened: int = 0
+    closed_by_server: int = 0
+    refused: int = 0
+    lifetimes: list[float] = field(default_factory=list)
+    statuses: dict[int, int] = field(default_factory=dict)
+
+    def status(self, code: int) -> None:
+        self.statuses[code] = self.statuses.get(code, 0) + 1
+
+
+async def hold(
+    endpoint: Endpoint,
+    tally: Tally,
+    stop: asyncio.Event,
+    start_delay: float,
+    behave: Callable[[asyncio.StreamReader, asyncio.StreamWriter, asyncio.Event], object],
+) -> None:
+    """Keep one attacking connection up until `stop`: open it, let it misbehave until the
+    server closes it, count how long it lived, open another."""
+    await asyncio.sleep(start_delay)
+    while not stop.is_set():
+        try:
+            reader, writer = await endpoint.connect()
+        except (TimeoutError, OSError, ssl.SSLError):
+            tally.refused += 1
+            await asyncio.sleep(RECONNECT_SECONDS)
+            continue
+        tally.opened += 1
+        opened = time.monotonic()
+        try:
+            await behave(reader, writer, stop)  # type: ignore[misc]
+        except (OSError, asyncio.IncompleteReadError, ssl.SSLError):
+            pass
+        finally:
+            writer.transport.abort()
+        if not stop.is_set():
+            tally.closed_by_server += 1
+            tally.lifetimes.append(time.monotonic() - opened)
+            await asyncio.sleep(RECONNECT_SECONDS)
+
+
+async def until_closed(reader: asyncio.StreamReader, stop: asyncio.Event) -> bytes:
+    """Whatever the server sends until it closes the connection, or until `stop`."""
+    received = bytearray()
+    reading = asyncio.ensure_future(reader.read())
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({reading, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if reading.done():
+        received += reading.result()
+    else:
+        reading.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reading
+    return bytes(received)
+
+
+def idle(tally: Tally) -> Callable[..., object]:
+    """Open a TLS connection and never send a byte."""
+
+    async def behave(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, stop: asyncio.Event
+    ) -> None:
+        await until_closed(reader, stop)
+
+    return behave
+
+
+def slowloris(tally: Tally, interval: float = 2.0) -> Callable[..., object]:
+    """Start a request and add one header line every `interval` seconds, never ending it."""
+
+    async def behave(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, stop: asyncio.Event
+    ) -> None:
+        writer.write(b"POST /validate HTTP/1.1\r\nHost: localhost\r\n")
+        closed = asyncio.ensure_future(until_closed(reader, stop))
+        line = 0
+        while not closed.done():
+            await asyncio.wait({closed}, timeout=interval)
+            if not closed.done():
+                line += 1
+                writer.write(f"X-Slow-{line}: {'a' * 16}\r\n".encode("ascii"))
+        reply = closed.result()
+        if reply.startswith(b"HTTP/1.1 "):
+            tally.status(int(reply[9:12]))
+
+    return behave
+
+
+def stalled_upload(tally: Tally, declared: int, sent: int) -> Callable[..., object]:
+    """Declare a body of `declared` bytes, send `sent` of them, then wait."""
+    chunk = b" " * 65536
+
+    async def behave(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, stop: asyncio.Event
+    ) -> None:
+        writer.write(request_head("POST", "/validate", declared))
+        closed = asyncio.ensure_future(until_closed(reader, stop))
+        remaining = sent
+        while remaining > 0 and not closed.done():
+            piece = chunk[: min(len(chunk), remaining)]
+            writer.write(piece)
+            remaining -= len(piece)
+            drained = asyncio.ensure_future(writer.drain())
+            await asyncio.wait({drained, closed}, return_when=asyncio.FIRST_COMPLETED)
+            if not drained.done():
+                drained.cancel()
+            elif drained.exception() is not None:
+                break  # the server has closed the connection
+        reply = await closed
+        if reply.startswith(b"HTTP/1.1 "):
+            tally.status(int(reply[9:12]))
+
+    return behave

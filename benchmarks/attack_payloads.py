@@ -1,0 +1,103 @@
+"""The AdmissionReview bodies the attack benchmark sends.
+
+The large one is the issue's: a Deployment created (or dry-run) with tens of thousands
+of containers, each as kube-apiserver sends it after defaulting (a 3 MiB request of
+`{name, image}` pairs grows to about 7 MB once every container carries its defaults).
+The small one is an ordinary inference pod.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import orjson
+
+WORKLOAD = "gpu-admission.io/workload"
+
+
+def _review(obj: dict[str, Any], kind: str, group: str, resource: str) -> dict[str, Any]:
+    version = "v1"
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": str(uuid.uuid4()),
+            "kind": {"group": group, "version": version, "kind": kind},
+            "resource": {"group": group, "version": version, "resource": resource},
+            "requestKind": {"group": group, "version": version, "kind": kind},
+            "requestResource": {"group": group, "version": version, "resource": resource},
+            "namespace": "ml",
+            "operation": "CREATE",
+            "userInfo": {"username": "tenant", "groups": ["system:authenticated"]},
+            "object": obj,
+            "oldObject": None,
+            "dryRun": True,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
+        },
+    }
+
+
+def _container(index: int) -> dict[str, Any]:
+    return {
+        "name": f"c{index}",
+        "image": "registry.example/cuda:12",
+        "resources": {},
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "File",
+        "imagePullPolicy": "IfNotPresent",
+    }
+
+
+def deployment_review(containers: int) -> bytes:
+    """A Deployment of one inference pod template with `containers` containers."""
+    template = {
+        "metadata": {"labels": {WORKLOAD: "inference", "app": "wide"}},
+        "spec": {
+            "containers": [_container(i) for i in range(containers)],
+            "restartPolicy": "Always",
+            "dnsPolicy": "ClusterFirst",
+            "schedulerName": "default-scheduler",
+        },
+    }
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "wide", "namespace": "ml", "labels": {"app": "wide"}},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "wide"}},
+            "template": template,
+        },
+    }
+    return orjson.dumps(_review(deployment, "Deployment", "apps", "deployments"))
+
+
+def largest_deployment_review(limit: int) -> bytes:
+    """The Deployment review with the most containers whose body stays within `limit`."""
+    per_container = len(deployment_review(1001)) - len(deployment_review(1000))
+    containers = (limit - len(deployment_review(0))) // per_container
+    body = deployment_review(containers)
+    while len(body) > limit:
+        containers -= 1
+        body = deployment_review(containers)
+    return body
+
+
+def small_review() -> bytes:
+    """An inference pod with one GPU, as the mutating webhook sees it."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "small", "namespace": "ml", "labels": {WORKLOAD: "inference"}},
+        "spec": {
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "registry.example/cuda:12",
+                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                }
+            ]
+        },
+    }
+    return orjson.dumps(_review(pod, "Pod", "", "pods"))

@@ -1,0 +1,150 @@
+"""Large bodies are judged in the review worker's process, with the same answers as on
+the event loop, and the edge stays up when the engine there fails or the worker dies."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.builders import container, pod
+from tests.conftest import Review
+from webhook.engine import AdmissionRequest, Decision, Engine
+from webhook.http.app import INLINE_BODY_BYTES, create_app
+from webhook.http.offload import ReviewWorker
+from webhook.policy import Policy
+
+
+class FailingEngine(Engine):
+    """An engine whose validation raises, as a bug in a rule would (in the worker too:
+    the class is found there by its module's name)."""
+
+    def validate(self, request: AdmissionRequest, *context: Any) -> Decision:
+        raise RuntimeError("rule crashed on purpose")
+
+
+class DyingEngine(Engine):
+    """An engine that takes the whole worker process down, as the OOM killer would."""
+
+    def validate(self, request: AdmissionRequest, *context: Any) -> Decision:
+        os._exit(9)
+
+
+@pytest.fixture(scope="module")
+def worker() -> Iterator[ReviewWorker]:
+    started = ReviewWorker()
+    started.start()
+    yield started
+    started.stop()
+
+
+def large(review: Review, uid: str, gpus: int = 1) -> bytes:
+    """A review of a pod whose annotation makes the body larger than what is judged inline."""
+    sent = pod("inference", containers=[container(gpus=gpus)])
+    sent["metadata"]["annotations"] = {"padding": "x" * INLINE_BODY_BYTES}
+    body = orjson.dumps(review(sent, uid=uid))
+    assert len(body) > INLINE_BODY_BYTES
+    return body
+
+
+def response_of(reply: Any) -> dict[str, Any]:
+    assert reply.status_code == 200, reply.text
+    response: dict[str, Any] = reply.json()["response"]
+    return response
+
+
+@pytest.mark.parametrize("endpoint", ["/mutate", "/validate"])
+def test_a_large_body_gets_from_the_worker_the_answer_the_event_loop_gives(
+    engine: Engine, worker: ReviewWorker, review: Review, endpoint: str
+) -> None:
+    body = large(review, uid="large-1")
+    on_the_loop = TestClient(create_app(lambda: engine))
+    in_the_worker = TestClient(create_app(lambda: engine, worker=worker))
+
+    expected = response_of(on_the_loop.post(endpoint, content=body))
+    answered = response_of(in_the_worker.post(endpoint, content=body))
+
+    assert answered == expected
+    assert answered["uid"] == "large-1"
+
+
+def test_a_large_body_that_is_not_a_review_gets_400_from_the_worker(
+    engine: Engine, worker: ReviewWorker
+) -> None:
+    client = TestClient(create_app(lambda: engine, worker=worker))
+
+    reply = client.post("/validate", content=b"[" + b" " * INLINE_BODY_BYTES + b"]")
+
+    assert reply.status_code == 400
+    assert reply.json() == {"error": "body is not a JSON object"}
+
+
+def test_an_engine_failing_in_the_worker_is_answered_500_with_the_uid_and_logged(
+    policy: Policy, worker: ReviewWorker, review: Review, caplog: pytest.LogCaptureFixture
+) -> None:
+    failing = FailingEngine(policy)
+    client = TestClient(create_app(lambda: failing, worker=worker))
+
+    response = response_of(client.post("/validate", content=large(review, uid="boom-w")))
+
+    assert (response["uid"], response["allowed"], response["status"]["code"]) == (
+        "boom-w",
+        False,
+        500,
+    )
+    assert "crashed on purpose" not in response["status"]["message"]
+    [record] = [r for r in caplog.records if r.getMessage() == "engine failed"]
+    assert record.levelno == logging.ERROR
+    assert record.__dict__["uid"] == "boom-w"
+    assert "rule crashed on purpose" in record.__dict__["exception"]
+
+
+def test_a_worker_that_dies_costs_its_review_a_503_and_the_next_one_gets_a_new_worker(
+    policy: Policy, engine: Engine, review: Review
+) -> None:
+    worker = ReviewWorker()
+    dying = DyingEngine(policy)
+    try:
+        lost = TestClient(create_app(lambda: dying, worker=worker))
+        judged = TestClient(create_app(lambda: engine, worker=worker))
+
+        reply = lost.post("/validate", content=large(review, uid="lost"))
+        after = judged.post("/validate", content=large(review, uid="after"))
+    finally:
+        worker.stop()
+
+    assert reply.status_code == 503
+    assert reply.headers["connection"] == "close"
+    assert "review worker stopped" in reply.json()["error"]
+    assert response_of(after)["uid"] == "after"
+
+
+def test_large_bodies_past_the_budget_are_answered_503_at_once(
+    engine: Engine, review: Review
+) -> None:
+    body = large(review, uid="over")
+    client = TestClient(create_app(lambda: engine, body_budget_bytes=len(body) - 1))
+
+    reply = client.post("/validate", content=body)
+
+    assert reply.status_code == 503
+    assert reply.headers["connection"] == "close"
+    assert "try again" in reply.json()["error"]
+
+
+def test_the_budget_is_given_back_once_a_large_review_is_answered(
+    engine: Engine, review: Review
+) -> None:
+    body = large(review, uid="fits")
+    app = create_app(lambda: engine, body_budget_bytes=2 * len(body))
+    client = TestClient(app)
+
+    replies = [client.post("/validate", content=body) for _ in range(3)]
+
+    assert [r.status_code for r in replies] == [200, 200, 200]
+    assert app.state.body_budget.held == 0

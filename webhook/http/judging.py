@@ -1,0 +1,120 @@
+"""One review from body to reply: decode, call the engine, encode.
+
+These are plain functions of bytes and values, with no HTTP and no event loop, so the
+same code judges a small body on the event loop and a large one in the review worker's
+process (``webhook.http.offload``). What the edge needs afterwards (the status, the
+encoded reply, what to count and log) comes back as one picklable ``Judged``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from webhook.admission import (
+    AdmissionReview,
+    InvalidReview,
+    complete,
+    errored,
+    parse_review,
+    request_uid,
+    to_engine_request,
+)
+from webhook.engine import AdmissionRequest, Decision, Engine
+from webhook.engine.inventory import Inventory
+
+Judge = Callable[[Engine, AdmissionRequest, Inventory, Mapping[str, Any] | None], Decision]
+"""One webhook's call into the engine: engine, request, what the cluster has now and
+the workload an autoscaler under review targets."""
+
+INTERNAL_ERROR = "gpu-admission internal error; see its logs"
+
+
+def _mutate(
+    engine: Engine, request: AdmissionRequest, now: Inventory, scaled: Mapping[str, Any] | None
+) -> Decision:
+    return engine.mutate(request, now)
+
+
+def _validate(
+    engine: Engine, request: AdmissionRequest, now: Inventory, scaled: Mapping[str, Any] | None
+) -> Decision:
+    return engine.validate(request, now, scaled)
+
+
+JUDGES: dict[str, Judge] = {"mutate": _mutate, "validate": _validate}
+"""The engine call of each webhook, by name (a name crosses a process boundary)."""
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A review answered: the reply and what the edge counts and logs of it."""
+
+    status: int
+    reply: bytes
+    uid: str | None = None
+    operation: str = ""
+    namespace: str = ""
+    name: str = ""
+    decision: Decision | None = None
+    """The engine's decision without its patch (already in ``reply``); None when there is
+    none: a body that is not a review, or an engine that failed."""
+    failure: str | None = None
+    """The traceback of an engine that failed, for the log."""
+    reason: str = ""
+    """Why a body is not a review (HTTP 400), for the log."""
+
+
+def encode(content: Any) -> bytes:
+    return orjson.dumps(content)
+
+
+def decode(body: bytes | bytearray) -> AdmissionReview | Judged:
+    """The review in ``body``, or the HTTP 400 that answers a body that is not one."""
+    try:
+        return parse_review(body)
+    except InvalidReview as error:
+        reason = str(error)
+        return Judged(400, encode({"error": reason}), uid=request_uid(body), reason=reason)
+
+
+def judged(review: AdmissionReview, decision: Decision) -> Judged:
+    """The reply to ``review`` carrying ``decision``."""
+    request = review.request
+    return Judged(
+        200,
+        encode(complete(request.uid, decision)),
+        request.uid,
+        request.operation,
+        request.namespace,
+        request.name,
+        decision=dataclasses.replace(decision, patch=()),
+    )
+
+
+def failed(review: AdmissionReview, failure: str | None = None) -> Judged:
+    """The reply to a review the engine failed on: ``allowed: false``, code 500, the uid
+    echoed; the traceback is for the log, never for the reply."""
+    request = review.request
+    reply = encode(errored(request.uid, 500, INTERNAL_ERROR))
+    return Judged(200, reply, request.uid, request.operation, failure=failure)
+
+
+def judge_body(
+    webhook: str, engine: Engine, body: bytes | bytearray, inventory: Inventory
+) -> Judged:
+    """Decode and judge in one go (the review worker's whole job). Autoscaler targets are
+    not read here: a large body is never a HorizontalPodAutoscaler worth warning about."""
+    review = decode(body)
+    if isinstance(review, Judged):
+        return review
+    try:
+        decision = JUDGES[webhook](engine, to_engine_request(review), inventory, None)
+    except Exception:
+        return failed(review, traceback.format_exc())
+    return judged(review, decision)
