@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test lint unit e2e bench demo clean
+.PHONY: serve test lint unit e2e bench attack demo clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,9 @@ demo: $(STAMP)  ## a local control plane with gpu-admission and the sample workl
 
 bench: $(STAMP)  ## engine throughput and latency (see BENCHMARKS.md)
 	$(BIN)/python -m benchmarks.engine
+
+attack: $(STAMP)  ## one replica under the stalls of issue 10: latency of others, memory (see BENCHMARKS.md)
+	$(BIN)/python -m benchmarks.attack
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -126,10 +126,10 @@ def process_tree(root: int) -> list[int]:
     return found
 
 
-def memory_mib(root: int) -> tuple[float, float]:
-    """Summed RSS and PSS of `root` and its descendants."""
+def memory_mib(root: int, tree: bool = True) -> tuple[float, float]:
+    """Summed RSS and PSS of `root` and (with `tree`) its descendants."""
     rss = pss = 0
-    for pid in process_tree(root):
+    for pid in process_tree(root) if tree else [root]:
         try:
             for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
                 if line.startswith("Rss:"):
@@ -146,12 +146,14 @@ class MemorySampler(threading.Thread):
         super().__init__(daemon=True)
         self.pid, self.interval = pid, interval
         self.peak = (0.0, 0.0)
+        self.peak_main = 0.0
         self.stopped = threading.Event()
 
     def run(self) -> None:
         while not self.stopped.wait(self.interval):
             rss, pss = memory_mib(self.pid)
             self.peak = (max(self.peak[0], rss), max(self.peak[1], pss))
+            self.peak_main = max(self.peak_main, memory_mib(self.pid, tree=False)[1])
 
 
 # ------------------------------------------------------------------ the attacker
@@ -223,9 +225,18 @@ def attacker_process(args: dict[str, Any], results: Any) -> None:
 # ------------------------------------------------------------------ the probes
 
 
-async def probe(
-    port: int, ca: Path, seconds: float, interval: float
-) -> dict[str, tuple[list[float], dict[int, int]]]:
+@dataclass
+class Probe:
+    """One probe: when it started (seconds into the attack), how long it took, its
+    status (0: no reply) and whether it needed a new connection."""
+
+    at: float
+    seconds: float
+    status: int
+    new_connection: bool
+
+
+async def probe(port: int, ca: Path, seconds: float, interval: float) -> dict[str, list[Probe]]:
     """Start a probe of each kind every `interval` seconds whether or not the previous
     one was answered (so a stalled server is not probed less), each on an idle
     keep-alive connection of its kind or on a new one."""
@@ -236,11 +247,13 @@ async def probe(
         "small review": ("POST", "/mutate?timeout=10s", small),
     }
     pools: dict[str, list[Connection]] = {name: [] for name in requests}
-    seen: dict[str, tuple[list[float], dict[int, int]]] = {n: ([], {}) for n in requests}
+    seen: dict[str, list[Probe]] = {name: [] for name in requests}
+    began = time.monotonic()
 
     async def one(name: str) -> None:
         method, path, body = requests[name]
         connection = pools[name].pop() if pools[name] else Connection(endpoint)
+        handshakes = connection.handshakes
         started = time.monotonic()
         try:
             status = await connection.exchange(method, path, body)
@@ -249,13 +262,11 @@ async def probe(
             connection.close()
         else:
             pools[name].append(connection)
-        latencies, statuses = seen[name]
-        latencies.append(time.monotonic() - started)
-        statuses[status] = statuses.get(status, 0) + 1
+        took = time.monotonic() - started
+        seen[name].append(Probe(started - began, took, status, connection.handshakes > handshakes))
 
     tasks = []
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    while time.monotonic() < began + seconds:
         tasks += [asyncio.create_task(one(name)) for name in requests]
         await asyncio.sleep(interval)
     await asyncio.gather(*tasks)
@@ -326,6 +337,7 @@ def main(argv: list[str] | None = None) -> None:
             first = asyncio.run(warm_up(port, pki.ca))
             time.sleep(2)
             start = memory_mib(server.pid)
+            start_main = memory_mib(server.pid, tree=False)[1]
             sampler = MemorySampler(server.pid)
             sampler.start()
             results: Any = multiprocessing.get_context("spawn").Queue()
@@ -349,6 +361,7 @@ def main(argv: list[str] | None = None) -> None:
             sampler.stopped.set()
             sampler.join()
             after = memory_mib(server.pid)
+            after_main = memory_mib(server.pid, tree=False)[1]
         finally:
             stopping = time.monotonic()
             server.send_signal(signal.SIGTERM)
@@ -367,8 +380,18 @@ def main(argv: list[str] | None = None) -> None:
         f"{args.stalled} stalled 6.5 MiB uploads"
     )
     print(f"first largest review (warm-up): {first:.2f} s")
-    for name, (latencies, statuses) in seen.items():
-        print(f"{name:>14}: {milliseconds(latencies)}  statuses {statuses}")
+    for name, probes in seen.items():
+        statuses: dict[int, int] = {}
+        for each in probes:
+            statuses[each.status] = statuses.get(each.status, 0) + 1
+        print(f"{name:>14}: {milliseconds([p.seconds for p in probes])}  statuses {statuses}")
+        reused = [p.seconds for p in probes if not p.new_connection]
+        fresh = [p.seconds for p in probes if p.new_connection]
+        print(f"{'on a kept-alive connection':>40}: {milliseconds(reused)}")
+        print(f"{'on a new connection':>40}: {milliseconds(fresh)}")
+        for start_at in range(0, int(args.seconds), 10):
+            window = [p.seconds for p in probes if start_at <= p.at < start_at + 10]
+            print(f"{f'{start_at}-{start_at + 10} s':>40}: {milliseconds(window)}")
     print(f"largest review: {milliseconds(report.large_seconds)}")
     for name, tally in report.tallies.items():
         lifetimes = tally.lifetimes
@@ -384,6 +407,10 @@ def main(argv: list[str] | None = None) -> None:
             f"{sampler.peak[index]:.0f} MiB, after {after[index]:.0f} MiB ({args.settle:.0f} s "
             f"after the attack); limit {LIMIT_MIB} MiB"
         )
+    print(
+        f"PSS of the server process alone: start {start_main:.0f} MiB, peak "
+        f"{sampler.peak_main:.0f} MiB, after {after_main:.0f} MiB"
+    )
     errors = [line for line in server_log.splitlines() if '"level":"error"' in line]
     tracebacks = server_log.count("Traceback")
     print(

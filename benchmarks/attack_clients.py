@@ -58,11 +58,13 @@ class Connection:
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
         self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self.handshakes = 0
 
     async def exchange(self, method: str, path: str, body: bytes | None = None) -> int:
         for attempt in range(2):
             if self._streams is None:
                 self._streams = await self.endpoint.connect()
+                self.handshakes += 1
             reader, writer = self._streams
             try:
                 writer.write(request_head(method, path, None if body is None else len(body)))

@@ -18,10 +18,13 @@ ReadTimeout and MaxHeaderBytes, and a connection cap:
   reuses idle keep-alive connections; only when every connection is busy with a request
   is the new one closed instead. So idle connections cannot lock kube-apiserver out.
 
-A connection cut off is closed, and aborted ``linger_seconds`` later if it has not gone
-by then: over TLS, a close waits for the peer's close_notify, which an attacker never
-sends. On shutdown, connections waiting for a request are aborted at once, so that
-``serve`` stops in a moment instead of waiting out its grace period.
+Every connection the server closes (cut off here, or closed by uvicorn after a
+``connection: close`` reply or a malformed request) stops being read and is aborted
+``linger_seconds`` later if it has not gone by then: over TLS a close waits up to 30 s
+for the peer's close_notify, which an attacker never sends, while what the peer keeps
+sending is still decrypted, only to be dropped. That is how a hundred refused uploads
+used to hold 150 MiB. On shutdown, connections waiting for a request are aborted at
+once, so that ``serve`` stops in a moment instead of waiting out its grace period.
 
 TLS handshakes are not covered: they happen before the protocol sees the connection
 and keep the event loop's own timeout (60 s), at the cost of a socket and an SSL object.
@@ -30,6 +33,7 @@ and keep the event loop's own timeout (60 s), at the cost of a socket and an SSL
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -89,6 +93,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self._deadline: asyncio.TimerHandle | None = None
         self._head_bytes = 0
+        self._lingering = False
         #: Since when the connection waits for (the rest of) a request head; None while a
         #: request is received or answered.
         self.waiting_since: float | None = None
@@ -110,7 +115,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self.waiting_since is not None:
             self._head_bytes += len(data)
         super().data_received(data)
-        if self.waiting_since is not None and self._head_bytes > self.limits.max_head_bytes:
+        if self.transport.is_closing():  # uvicorn refused a malformed request
+            self._linger()
+        elif self.waiting_since is not None and self._head_bytes > self.limits.max_head_bytes:
             self._cut(HEAD_TOO_LARGE, HEAD_TOO_LARGE_REPLY)
 
     def on_headers_complete(self) -> None:
@@ -125,7 +132,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def on_response_complete(self) -> None:
         pipelined = bool(self.pipeline)
         super().on_response_complete()
-        if not pipelined and not self.transport.is_closing():
+        if self.transport.is_closing():  # a `connection: close` reply
+            self._linger()
+        elif not pipelined:
             self._await_request()
 
     def timeout_keep_alive_handler(self) -> None:
@@ -182,7 +191,17 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if reply:
             transport.write(reply)
         transport.close()
-        self.loop.call_later(self.limits.linger_seconds, transport.abort)
+        self._linger()
+
+    def _linger(self) -> None:
+        """Read no more of a closing connection, and abort it if it is not gone soon."""
+        if self._lingering:
+            return
+        self._lingering = True
+        self._disarm()
+        with contextlib.suppress(RuntimeError, AttributeError):
+            self.transport.pause_reading()
+        self.loop.call_later(self.limits.linger_seconds, self.transport.abort)
 
     def _arm(self, seconds: float, expired: Callable[[], None]) -> None:
         self._disarm()

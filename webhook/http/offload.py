@@ -32,6 +32,7 @@ from typing import Any
 from webhook.engine import Engine
 from webhook.engine.inventory import Inventory
 from webhook.http.judging import Judged, encode, judge_body
+from webhook.http.memory import give_back, keep_large_blocks_mapped
 
 log = logging.getLogger("gpu_admission.http")
 
@@ -110,7 +111,11 @@ def _judge_pickled(
     current = _cached(engine)
     now = _cached(inventory)
     assert isinstance(current, Engine) and isinstance(now, Inventory)
-    return judge_body(webhook, current, body, now)
+    keep_large_blocks_mapped()  # cheap, and a restarted worker needs it too
+    try:
+        return judge_body(webhook, current, body, now)
+    finally:
+        give_back()  # the review's object graph is gone: hand its pages back
 
 
 def _cached(data: bytes) -> object:
