@@ -217,6 +217,7 @@ async def attack(args: dict[str, Any], report: AttackReport) -> None:
 
 
 def attacker_process(args: dict[str, Any], results: Any) -> None:
+    os.nice(args["nice"])
     report = AttackReport()
     asyncio.run(attack(args, report))
     results.put(report)
@@ -325,6 +326,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--settle", type=float, default=10.0)
     parser.add_argument("--probe-interval", type=float, default=0.05)
     parser.add_argument("--repository", type=Path, default=REPOSITORY)
+    parser.add_argument(
+        "--attacker-nice",
+        type=int,
+        default=10,
+        help="CPU niceness of the attacker process (its CPU would not be the server's)",
+    )
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="gpu-admission-attack-") as directory:
@@ -349,6 +356,7 @@ def main(argv: list[str] | None = None) -> None:
                 "idle": args.idle,
                 "stalled": args.stalled,
                 "ramp": args.ramp,
+                "nice": args.attacker_nice,
             }
             attacker = multiprocessing.get_context("spawn").Process(
                 target=attacker_process, args=(attacker_args, results)

@@ -40,7 +40,7 @@ from webhook.engine.inventory import Inventory
 from webhook.file_poll import DEFAULT_INTERVAL
 from webhook.http.app import Readiness, ScaledWorkloads, create_app
 from webhook.http.limits import CUT_REASONS, EdgeLimits, guarded_protocol
-from webhook.http.memory import keep_large_blocks_mapped
+from webhook.http.memory import keep_large_blocks_mapped, trim_periodically
 from webhook.http.metrics_app import create_metrics_app
 from webhook.http.offload import ReviewWorker
 from webhook.inventory_serving import (
@@ -120,7 +120,10 @@ def serve(policy: Policy, settings: ServeSettings) -> None:
         )
         raise SystemExit(2) from None
     metrics.watch_certificate(reloader.state)
-    watchers: dict[str, Watcher] = {"certificate-reloader": reloader.watch}
+    watchers: dict[str, Watcher] = {
+        "certificate-reloader": reloader.watch,
+        "memory-trimmer": trim_periodically,
+    }
     engine, policy_check, policy_watcher = _policy_serving(policy, settings, metrics)
     if policy_watcher is not None:
         watchers["policy-reloader"] = policy_watcher

@@ -18,13 +18,15 @@ ReadTimeout and MaxHeaderBytes, and a connection cap:
   reuses idle keep-alive connections; only when every connection is busy with a request
   is the new one closed instead. So idle connections cannot lock kube-apiserver out.
 
-Every connection the server closes (cut off here, or closed by uvicorn after a
-``connection: close`` reply or a malformed request) stops being read and is aborted
-``linger_seconds`` later if it has not gone by then: over TLS a close waits up to 30 s
-for the peer's close_notify, which an attacker never sends, while what the peer keeps
-sending is still decrypted, only to be dropped. That is how a hundred refused uploads
-used to hold 150 MiB. On shutdown, connections waiting for a request are aborted at
-once, so that ``serve`` stops in a moment instead of waiting out its grace period.
+A connection cut off without a reply (idle, slow head, evicted) is aborted at once.
+Every other connection the server closes (with a 408 or 431 from here, or closed by
+uvicorn after a ``connection: close`` reply or a malformed request) stops being read
+and is aborted ``linger_seconds`` later if it has not gone by then: over TLS a close
+waits up to 30 s for the peer's close_notify, which an attacker never sends, while
+what the peer keeps sending is still decrypted, only to be dropped.
+
+On shutdown, connections waiting for a request are aborted at once, so that ``serve``
+stops in a moment instead of waiting out its grace period.
 
 TLS handshakes are not covered: they happen before the protocol sees the connection
 and keep the event loop's own timeout (60 s), at the cost of a socket and an SSL object.
@@ -188,8 +190,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         log.debug("connection cut off", extra={"reason": reason, "client": self.client})
         for listener in self.cut_listeners:
             listener(reason)
-        if reply:
-            transport.write(reply)
+        if not reply:
+            transport.abort()  # nothing to say: free it now, not after a TLS goodbye
+            return
+        transport.write(reply)
         transport.close()
         self._linger()
 

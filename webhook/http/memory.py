@@ -7,11 +7,16 @@ connections' buffers, keeps its peak. That is how 40 stalled uploads left the se
 365 MiB after they were gone. So the threshold is pinned at glibc's own default (which
 also stops it moving), and the heap is trimmed after each large body is released.
 
+Connections come and go by the thousand under attack and leave the heap fragmented
+too, so the server also trims it every few seconds (``trim_periodically``), in a
+thread: the allocator's lock is taken, not the GIL.
+
 Elsewhere (musl, macOS) both are no-ops.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import ctypes.util
 import functools
@@ -54,3 +59,13 @@ def give_back() -> None:
     libc = _glibc()
     if libc is not None:
         libc.malloc_trim(0)
+
+
+TRIM_INTERVAL = 10.0
+
+
+async def trim_periodically(interval: float = TRIM_INTERVAL) -> None:
+    """Give free heap pages back every ``interval`` seconds until cancelled."""
+    while True:
+        await asyncio.sleep(interval)
+        await asyncio.to_thread(give_back)

@@ -9,6 +9,9 @@ process. Decoding 7 MB of JSON and the collector's passes over the object graph
 cannot be interrupted at all. So large bodies cross to a worker process as bytes, are
 decoded and judged there, and only the encoded reply comes back.
 
+The worker runs at a lower CPU priority (nice 10): when the replica's CPU is short, the
+event loop answering everyone else comes first and the large review waits.
+
 One worker, judging one review at a time: a large review costs about 100 MiB at its
 peak, so two at once would not fit the Deployment's 256 MiB next to the server itself.
 The HTTP edge bounds how many large bodies wait for it (``webhook.http.body``).
@@ -22,8 +25,10 @@ memory, say) fails the reviews it held, and the next large review starts a new o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import multiprocessing
+import os
 import pickle
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -84,7 +89,9 @@ class ReviewWorker:
         if self._executor is None:
             # spawn, not fork: the server has threads (inventory, reloaders) by then.
             context = multiprocessing.get_context("spawn")
-            self._executor = ProcessPoolExecutor(max_workers=1, mp_context=context)
+            self._executor = ProcessPoolExecutor(
+                max_workers=1, mp_context=context, initializer=_lower_priority
+            )
         return self._executor
 
     def _pickle(self, what: str, value: object) -> bytes:
@@ -99,6 +106,14 @@ class ReviewWorker:
 # ------------------------------------------------------------------ in the worker
 
 _unpickled: dict[bytes, object] = {}
+
+
+WORKER_NICENESS = 10
+
+
+def _lower_priority() -> None:
+    with contextlib.suppress(OSError):
+        os.nice(WORKER_NICENESS)
 
 
 def _warm() -> None:
