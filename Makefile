@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test lint unit e2e bench attack demo clean
+.PHONY: serve test lint unit e2e bench attack fuzz demo clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,9 @@ unit: $(STAMP)
 
 demo: $(STAMP)  ## a local control plane with gpu-admission and the sample workloads, until Ctrl-C
 	$(BIN)/python -m tests.e2e.demo
+
+fuzz: $(STAMP)  ## 100,000 hostile reviews against the engine and the HTTP edge; fails on any reply over 1 s
+	GPU_ADMISSION_FUZZ_EXAMPLES=$${GPU_ADMISSION_FUZZ_EXAMPLES:-100000} $(BIN)/pytest tests/fuzz -q
 
 bench: $(STAMP)  ## engine throughput and latency (see BENCHMARKS.md)
 	$(BIN)/python -m benchmarks.engine

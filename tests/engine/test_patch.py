@@ -91,7 +91,7 @@ def test_our_mutation_applies_exactly_as_jsonpatch_applies_it(pod: Json) -> None
 
 def test_an_added_value_is_copied_before_an_addition_beneath_it() -> None:
     added: dict[str, Json] = {"env": []}
-    patch = [
+    patch: list[dict[str, Json]] = [
         {"op": "add", "path": "/c", "value": added},
         {"op": "add", "path": "/c/env/-", "value": 1},
     ]
