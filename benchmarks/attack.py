@@ -1,7 +1,7 @@
 """Attack one real `serve` replica the way issue 10 describes, and measure what others see.
 
     python -m benchmarks.attack [--seconds 60] [--slowloris 500] [--idle 2000]
-                                [--stalled 100] [--repository DIR]
+                                [--stalled 100] [--[no-]reconnect] [--repository DIR]
 
 One replica is started as a subprocess (`python -m webhook.cli serve`, with a test CA),
 then, for `--seconds`, an attacker process keeps in flight at once:
@@ -12,18 +12,27 @@ then, for `--seconds`, an attacker process keeps in flight at once:
 - `--idle` TLS connections that never send a byte;
 - `--stalled` uploads that declare a 6.5 MiB body, send all but its last byte, and wait.
 
-Each attacking connection the server closes is replaced a second later. Meanwhile this
-process starts a `/healthz` probe and a small review 20 times a second, whether or not
-the previous ones were answered (a stalled server is not probed less), each on an idle
-keep-alive connection or a new one, and reports their p50/p99/max latency.
+Each attacking connection the server closes is replaced a second later (unless
+`--no-reconnect`): a persistent attacker, which makes the server pay a TLS handshake
+for every connection it cuts off. The attacker process runs at nice 10
+(`--attacker-nice`): its CPU would not be the replica's in a cluster, but here they
+share two cores.
+
+Meanwhile this process starts a `/healthz` probe and a small review 20 times a
+second, whether or not the previous ones were answered (a stalled server is not probed
+less), each on an idle keep-alive connection or a new one, and reports their
+p50/p99/max latency, apart for probes that needed a new connection, and by 10 s.
 
 Memory. The Deployment's limit is 256 MiB, applied by the container's cgroup. A
 cgroup is not ours to create here, and RLIMIT_AS would count reserved address space
 (thread stacks, arenas, mmap'd files), not memory, so Python fails long before it uses
-256 MiB. Instead the RSS of the server and of its child processes (its review worker) is
-read from /proc ten times a second and summed, which counts shared pages twice and so
-errs on the high side of what the cgroup charges; it is reported at start, at its peak,
-and after the attack (`--settle` seconds after the last attacking connection closed).
+256 MiB. Instead the memory of the server and of its child processes (the review
+worker and multiprocessing's resource tracker) is read from /proc/PID/smaps_rollup ten
+times a second: summed RSS counts the pages they share (the interpreter, libraries)
+once per process, summed PSS splits them among the sharers, which is what a cgroup
+would charge for them. PSS is the figure to hold against 256 MiB; RSS is shown as an
+upper bound. Both are reported at start (after one largest review), at their peak and
+`--settle` seconds after the last attacking connection closed.
 
 `--repository DIR` runs the server from another checkout (for figures of older code).
 """
@@ -210,7 +219,8 @@ async def attack(args: dict[str, Any], report: AttackReport) -> None:
         tally = report.tallies.setdefault(name, Tally())
         for index in range(count):
             delay = ramp * index / max(count, 1)
-            tasks.append(asyncio.create_task(hold(endpoint, tally, stop, delay, behaviour(tally))))
+            held = hold(endpoint, tally, stop, delay, behaviour(tally), args["reconnect"])
+            tasks.append(asyncio.create_task(held))
     await asyncio.sleep(args["seconds"])
     stop.set()
     await asyncio.gather(*tasks, return_exceptions=True)
@@ -327,6 +337,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--probe-interval", type=float, default=0.05)
     parser.add_argument("--repository", type=Path, default=REPOSITORY)
     parser.add_argument(
+        "--reconnect",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="replace each attacking connection the server closes, a second later",
+    )
+    parser.add_argument(
         "--attacker-nice",
         type=int,
         default=10,
@@ -357,6 +373,7 @@ def main(argv: list[str] | None = None) -> None:
                 "stalled": args.stalled,
                 "ramp": args.ramp,
                 "nice": args.attacker_nice,
+                "reconnect": args.reconnect,
             }
             attacker = multiprocessing.get_context("spawn").Process(
                 target=attacker_process, args=(attacker_args, results)
@@ -385,7 +402,8 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"attack: {args.seconds:.0f} s; the largest review ({LARGEST_BODY:,} bytes max) "
         f"repeatedly, {args.slowloris} slowloris, {args.idle} idle TLS, "
-        f"{args.stalled} stalled 6.5 MiB uploads"
+        f"{args.stalled} stalled 6.5 MiB uploads; "
+        + ("each replaced 1 s after the server closed it" if args.reconnect else "none replaced")
     )
     print(f"first largest review (warm-up): {first:.2f} s")
     for name, probes in seen.items():

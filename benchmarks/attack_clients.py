@@ -105,9 +105,10 @@ async def hold(
     stop: asyncio.Event,
     start_delay: float,
     behave: Callable[[asyncio.StreamReader, asyncio.StreamWriter, asyncio.Event], object],
+    reconnect: bool = True,
 ) -> None:
     """Keep one attacking connection up until `stop`: open it, let it misbehave until the
-    server closes it, count how long it lived, open another."""
+    server closes it, count how long it lived, open another (unless not `reconnect`)."""
     await asyncio.sleep(start_delay)
     while not stop.is_set():
         try:
@@ -127,6 +128,8 @@ async def hold(
         if not stop.is_set():
             tally.closed_by_server += 1
             tally.lifetimes.append(time.monotonic() - opened)
+            if not reconnect:
+                return
             await asyncio.sleep(RECONNECT_SECONDS)
 
 
