@@ -377,3 +377,21 @@ def test_sigterm_closes_idle_keep_alive_connections_at_once_instead_of_waiting_t
     assert "Finished server process" in up.log()
     assert "timeout graceful shutdown exceeded" not in up.log()
     assert [e for e in up.log_entries() if e["level"] == "error"] == []
+
+
+def test_a_metrics_port_in_use_costs_the_metrics_not_the_admission_service(
+    pki: Pki, tmp_path: Path
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        args = ["--tls-cert", str(pki.cert), "--tls-key", str(pki.key), "--metrics-port", str(port)]
+        log_path = tmp_path / "server.log"
+        with serving(args, tmp_path / "cache", log_path, lambda: pki.ca_cert) as up:
+            reply = httpx.get(f"{up.url}/healthz", verify=trusting(pki.ca_cert))
+
+    assert reply.status_code == 200
+    [error] = [e for e in up.log_entries() if e["level"] == "error"]
+    assert error["message"] == "serving no metrics: their port cannot be bound"
+    assert error["port"] == port

@@ -26,6 +26,7 @@ import functools
 import gc
 import logging
 import os
+import socket
 import ssl
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
@@ -203,7 +204,28 @@ class _FollowingServer(uvicorn.Server):
         yield
 
 
-def _metrics_server(metrics: Metrics, settings: ServeSettings) -> uvicorn.Server:
+@dataclass
+class _MetricsServer:
+    server: uvicorn.Server
+    listening: socket.socket
+
+
+def _metrics_server(metrics: Metrics, settings: ServeSettings) -> _MetricsServer | None:
+    """The server of ``/metrics``, on a socket bound already; None, with an error logged,
+    when the port cannot be had: a replica without metrics still admits pods, and one
+    that does not start refuses them all (``failurePolicy: Fail``)."""
+    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listening.bind((settings.host, settings.metrics_port))
+    except OSError as error:
+        listening.close()
+        log.error(
+            "serving no metrics: their port cannot be bound",
+            extra={"port": settings.metrics_port, "reason": str(error)},
+        )
+        return None
     config = uvicorn.Config(
         create_metrics_app(metrics),
         host=settings.host,
@@ -217,7 +239,7 @@ def _metrics_server(metrics: Metrics, settings: ServeSettings) -> uvicorn.Server
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )
     log.info("serving metrics", extra={"url": f"http://{settings.host}:{settings.metrics_port}"})
-    return _FollowingServer(config)
+    return _MetricsServer(_FollowingServer(config), listening)
 
 
 def _current(watcher: InventoryWatcher) -> Callable[[], Inventory]:
@@ -265,17 +287,18 @@ def _serving_context(
 
 
 async def _serve_and_watch(
-    server: uvicorn.Server, metrics_server: uvicorn.Server | None, watchers: dict[str, Watcher]
+    server: uvicorn.Server, metrics: _MetricsServer | None, watchers: dict[str, Watcher]
 ) -> None:
     tasks = [asyncio.create_task(watch(), name=name) for name, watch in watchers.items()]
     following = None
-    if metrics_server is not None:
-        following = asyncio.create_task(metrics_server.serve(), name="metrics-server")
+    if metrics is not None:
+        serving = metrics.server.serve(sockets=[metrics.listening])
+        following = asyncio.create_task(serving, name="metrics-server")
     try:
         await server.serve()
     finally:
-        if metrics_server is not None and following is not None:
-            metrics_server.should_exit = True
+        if metrics is not None and following is not None:
+            metrics.server.should_exit = True
             await following
         for task in tasks:
             task.cancel()
