@@ -10,6 +10,7 @@ import pytest
 
 from tests.builders import GPU_MODEL, container, pod, pod_create
 from webhook.engine import Decision, Engine
+from webhook.policy.load import default_policy_text, load_policy_text
 
 MEGABYTE = 1_000_000
 
@@ -70,3 +71,45 @@ def test_a_thousand_resources_that_are_not_mig_profiles_make_ten_reasons_and_a_c
     mig = [v for v in decision.violations if v.rule == "mig-profile"]
     assert len(mig) == 11
     assert mig[-1].message == "990 more GPU resources were not judged"
+
+
+PYTORCH = """
+workloadKinds:
+  - {group: kubeflow.org, kind: PyTorchJob, resource: pytorchjobs,
+     templatePaths: [/spec/pytorchReplicaSpecs/*/template]}
+"""
+
+
+def test_a_custom_resource_of_two_thousand_bad_templates_names_ten_and_counts_the_rest() -> None:
+    engine = Engine(load_policy_text(default_policy_text() + PYTORCH, "with PyTorchJob"))
+    template = {
+        "metadata": {"labels": {"gpu-admission.io/workload": "inference"}},
+        "spec": {"containers": [container(gpus=99)]},
+    }
+    specs = {f"{n}" + "k" * 1_000: {"template": template} for n in range(2_000)}
+    obj = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "j"},
+        "spec": {"pytorchReplicaSpecs": specs},
+    }
+    request = pod_create(obj, group="kubeflow.org", kind="PyTorchJob", resource="pytorchjobs")
+    decision = engine.validate(request)
+    assert len(decision.violations) == 2_000
+    assert decision.message.endswith("; and 1,990 more")
+    assert "template (spec.pytorchReplicaSpecs.0kkk" in decision.message
+    assert len(decision.message) < 10 * 600
+
+
+def test_a_megabyte_container_name_is_quoted_in_a_few_words(engine: Engine) -> None:
+    name = "c" * MEGABYTE
+    entry = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}
+    decision = validated(engine, pod(containers=[container(name, env=[entry])]))
+    assert f"container {'c' * 64!r}... (1,000,000 characters) sets" in decision.message
+    assert decision.message.endswith("(only 'void' or 'none' are accepted)")
+
+
+def test_a_megabyte_node_name_is_quoted_in_a_few_words(engine: Engine) -> None:
+    decision = validated(engine, pod(containers=[container()], nodeName="n" * MEGABYTE))
+    assert not decision.allowed
+    assert f"names node {'n' * 64!r}... (1,000,000 characters) in spec.nodeName" in decision.message

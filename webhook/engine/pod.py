@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from webhook.engine.decision import echo
 from webhook.engine.quantities import parse_quantity
 from webhook.errors import MalformedObject
 from webhook.policy.compiled import Policy
@@ -62,7 +63,7 @@ class Container:
         kind = {"containers": "container", "initContainers": "init container"}.get(
             self.list_name, "ephemeral container"
         )
-        return f"{kind} {self.name!r}"
+        return f"{kind} {echo(self.name)}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from webhook.engine.decision import (
     exempt,
     judge,
     malformed,
+    reasons,
 )
 from webhook.engine.inventory import UNKNOWN, Inventory
 from webhook.engine.mutate import created_pod, isolate_ephemeral_containers, mutate_pod
@@ -226,7 +227,7 @@ class Engine:
             return allow()
         subject = f"gpu-admission denied {kind.kind} {_workload_name(request)!r}"
         enforced = [t for t in found if any(v.mode == ENFORCE for v in t.violations)]
-        message = f"{subject} " + "; ".join(t.describe(ENFORCE) for t in enforced)
+        message = f"{subject} " + reasons([t.describe(ENFORCE) for t in enforced])
         decision = judge([v for t in found for v in t.violations], subject, message)
         if exempted:
             annotations = {

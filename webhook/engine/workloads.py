@@ -16,9 +16,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.engine.decision import Violation
+from webhook.engine.decision import Violation, reasons, shorten
 from webhook.engine.templates import TemplateKind, pod_from_template, pod_templates
 from webhook.errors import MalformedObject
+
+PATH_LIMIT = 200
+"""Longest template path a message names: a custom resource's map keys are the user's."""
 
 PodCheck = Callable[[dict[str, Any]], list[Violation]]
 """The violations of a pod as the controller creates it (before our mutation)."""
@@ -33,7 +36,9 @@ class TemplateViolations:
     def describe(self, mode: str | None = None) -> str:
         """The template's violations (of `mode` only, when given)."""
         violations = [v for v in self.violations if mode is None or v.mode == mode]
-        return f"template ({self.path}): " + "; ".join(v.message for v in violations)
+        return f"template ({shorten(self.path, PATH_LIMIT)}): " + reasons(
+            [v.message for v in violations]
+        )
 
 
 def template_violations(

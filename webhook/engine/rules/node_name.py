@@ -11,7 +11,7 @@ refused until it can be placed; nothing a scheduler places is affected.
 from __future__ import annotations
 
 from webhook.engine.capacity_now import CapacityNow
-from webhook.engine.decision import Violation
+from webhook.engine.decision import Violation, echo
 from webhook.engine.pod import PodView
 from webhook.engine.rules.placement import MODEL, NON_GPU, WRONG_POOL
 from webhook.policy.compiled import Policy, WorkloadClass
@@ -27,7 +27,7 @@ def check_node_name(
         return []
     rule = NON_GPU if workload is None else WRONG_POOL
     subject = "pod without a workload class" if workload is None else f"{workload.name} pod"
-    bound = f"{subject} names node {node!r} in spec.nodeName, which bypasses the scheduler"
+    bound = f"{subject} names node {echo(node)} in spec.nodeName, which bypasses the scheduler"
     place = now.nodes.get(node) if now.nodes is not None else None
     if place is None:
         unknown = (
