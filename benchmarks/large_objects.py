@@ -210,16 +210,26 @@ def _values(body: bytes) -> int:
     return max(values_in(request["object"]), values_in(request["oldObject"]))
 
 
-def reply(engine: Engine, case: Case) -> tuple[float, float, Decision]:
-    """Seconds for the engine alone and for the whole reply, and the decision."""
+def reply(engine: Engine, case: Case) -> tuple[float, float, str]:
+    """Seconds for the engine alone and for the whole reply, and what became of the review
+    (an exception the engine raised is what the HTTP edge turns into a code 500)."""
     started = time.perf_counter()
     parsed = parse_review(case.body)
     request = to_engine_request(parsed)
     judged = time.perf_counter()
-    decision = case.judge(engine, request)
+    try:
+        decision = case.judge(engine, request)
+    except Exception as error:
+        seconds = time.perf_counter() - judged
+        return seconds, time.perf_counter() - started, f"raised {type(error).__name__}"
     engine_seconds = time.perf_counter() - judged
     orjson.dumps(complete(parsed.request.uid, decision))
-    return engine_seconds, time.perf_counter() - started, decision
+    outcome = (
+        f"allowed, {len(decision.patch):,} operations"
+        if decision.allowed
+        else f"denied {decision.code}: {decision.message[:60]}"
+    )
+    return engine_seconds, time.perf_counter() - started, outcome
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -243,12 +253,7 @@ def main(argv: list[str] | None = None) -> None:
         engine_seconds = max(t[0] for t in timings)
         reply_seconds = max(t[1] for t in timings)
         slowest_reply = max(slowest_reply, reply_seconds)
-        decision = timings[-1][2]
-        outcome = (
-            f"allowed, {len(decision.patch):,} operations"
-            if decision.allowed
-            else f"denied {decision.code}: {decision.message[:60]}"
-        )
+        outcome = timings[-1][2]
         print(
             f"{case.name:<32} {len(case.body) / 2**20:>7.2f}Mi {case.values:>10,} "
             f"{engine_seconds * 1000:>7.0f}ms {reply_seconds * 1000:>7.0f}ms  {outcome}"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import chain, compress
 from typing import Any
 
 from webhook.engine.decision import Decision, malformed, too_large
@@ -93,15 +92,17 @@ def refusal(request: AdmissionRequest) -> Decision | None:
 
 def _measure(value: Any) -> tuple[int, int]:
     """The levels of mappings and lists in `value` and how many values it holds, each
-    counted up to one past its limit. The filters run in C: a 7 MB object takes tens of
-    milliseconds."""
+    counted up to one past its limit. One pass per level, whose loops run mostly in C: a
+    pod takes about 10 µs, a 7 MB object some tens of milliseconds."""
     level = [value] if type(value) in _CONTAINERS else []
     depth, values = 0, 1
     while level and depth <= MAX_DEPTH and values <= MAX_VALUES:
         depth += 1
-        children = list(chain.from_iterable(v.values() if type(v) is dict else v for v in level))
+        children: list[Any] = []
+        for node in level:
+            children += node.values() if type(node) is dict else node
         values += len(children)
-        level = list(compress(children, map(_CONTAINERS.__contains__, map(type, children))))
+        level = [child for child in children if type(child) in _CONTAINERS]
     return depth, values
 
 
