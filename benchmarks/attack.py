@@ -64,8 +64,13 @@ from benchmarks.attack_clients import (
     slowloris,
     stalled_upload,
 )
-from benchmarks.attack_payloads import largest_deployment_review, small_review
+from benchmarks.attack_payloads import (
+    largest_deployment_review,
+    largest_judged_deployment_review,
+    small_review,
+)
 from webhook.certs import create_ca, issue_serving_certificate, write_key_pair
+from webhook.engine.request import MAX_VALUES
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 LIMIT_MIB = 256
@@ -168,6 +173,13 @@ class MemorySampler(threading.Thread):
 # ------------------------------------------------------------------ the attacker
 
 
+def largest(which: str) -> bytes:
+    """The largest review of its kind: the largest object judged, or the largest body."""
+    if which == "judged":
+        return largest_judged_deployment_review(MAX_VALUES)
+    return largest_deployment_review(LARGEST_BODY)
+
+
 @dataclass
 class AttackReport:
     tallies: dict[str, Tally] = field(default_factory=dict)
@@ -200,11 +212,8 @@ async def review_large_repeatedly(
 async def attack(args: dict[str, Any], report: AttackReport) -> None:
     endpoint = Endpoint("127.0.0.1", args["port"], client_context(Path(args["ca"])))
     stop = asyncio.Event()
-    tasks = [
-        asyncio.create_task(
-            review_large_repeatedly(endpoint, largest_deployment_review(LARGEST_BODY), stop, report)
-        )
-    ]
+    reviewed = largest(args["largest"])
+    tasks = [asyncio.create_task(review_large_repeatedly(endpoint, reviewed, stop, report))]
     ramp = args["ramp"]
     kinds = [
         ("slowloris", args["slowloris"], lambda t: slowloris(t)),
@@ -302,11 +311,11 @@ async def wait_until_healthy(port: int, ca: Path, server: subprocess.Popen[bytes
     raise SystemExit("the server did not become healthy")
 
 
-async def warm_up(port: int, ca: Path) -> float:
+async def warm_up(port: int, ca: Path, body: bytes) -> float:
     """One largest review before measuring, so that start-up costs are not counted."""
     connection = Connection(Endpoint("127.0.0.1", port, client_context(ca)))
     started = time.monotonic()
-    await connection.exchange("POST", "/validate", largest_deployment_review(LARGEST_BODY))
+    await connection.exchange("POST", "/validate", body)
     connection.close()
     return time.monotonic() - started
 
@@ -337,6 +346,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--probe-interval", type=float, default=0.05)
     parser.add_argument("--repository", type=Path, default=REPOSITORY)
     parser.add_argument(
+        "--largest",
+        choices=["judged", "body"],
+        default="judged",
+        help="the review posted again and again: the largest object the engine judges "
+        f"({MAX_VALUES:,} JSON values), or the largest body read (7 MiB, refused unread)",
+    )
+    parser.add_argument(
         "--reconnect",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -357,7 +373,7 @@ def main(argv: list[str] | None = None) -> None:
         server = start_server(args.repository.resolve(), pki, port, log)
         try:
             asyncio.run(wait_until_healthy(port, pki.ca, server))
-            first = asyncio.run(warm_up(port, pki.ca))
+            first = asyncio.run(warm_up(port, pki.ca, largest(args.largest)))
             time.sleep(2)
             start = memory_mib(server.pid)
             start_main = memory_mib(server.pid, tree=False)[1]
@@ -373,6 +389,7 @@ def main(argv: list[str] | None = None) -> None:
                 "stalled": args.stalled,
                 "ramp": args.ramp,
                 "nice": args.attacker_nice,
+                "largest": args.largest,
                 "reconnect": args.reconnect,
             }
             attacker = multiprocessing.get_context("spawn").Process(
@@ -400,7 +417,8 @@ def main(argv: list[str] | None = None) -> None:
 
     print(f"server: {args.repository.resolve()}  one replica, limit {LIMIT_MIB} MiB")
     print(
-        f"attack: {args.seconds:.0f} s; the largest review ({LARGEST_BODY:,} bytes max) "
+        f"attack: {args.seconds:.0f} s; the largest review ({args.largest}: "
+        f"{len(largest(args.largest)):,} bytes) "
         f"repeatedly, {args.slowloris} slowloris, {args.idle} idle TLS, "
         f"{args.stalled} stalled 6.5 MiB uploads; "
         + ("each replaced 1 s after the server closed it" if args.reconnect else "none replaced")

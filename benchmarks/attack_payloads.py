@@ -1,9 +1,11 @@
 """The AdmissionReview bodies the attack benchmark sends.
 
-The large one is the issue's: a Deployment created (or dry-run) with tens of thousands
-of containers, each as kube-apiserver sends it after defaulting (a 3 MiB request of
-`{name, image}` pairs grows to about 7 MB once every container carries its defaults).
-The small one is an ordinary inference pod.
+The large ones are the issue's: a Deployment created (or dry-run) with thousands of
+containers, each as kube-apiserver sends it after defaulting (a 3 MiB request of
+`{name, image}` pairs grows to about 7 MB once every container carries its defaults):
+the largest body the server reads at all, and the largest object its engine judges
+(``MAX_VALUES`` JSON values; a larger one is refused unread). The small one is an
+ordinary inference pod.
 """
 
 from __future__ import annotations
@@ -82,6 +84,24 @@ def largest_deployment_review(limit: int) -> bytes:
         containers -= 1
         body = deployment_review(containers)
     return body
+
+
+def json_values(value: Any) -> int:
+    """How many JSON values `value` holds, itself included (as the engine counts them)."""
+    if isinstance(value, dict):
+        return 1 + sum(json_values(v) for v in value.values())
+    if isinstance(value, list):
+        return 1 + sum(json_values(v) for v in value)
+    return 1
+
+
+def largest_judged_deployment_review(max_values: int) -> bytes:
+    """The Deployment review with the most containers whose object holds at most
+    `max_values` JSON values."""
+    per_container = json_values(_container(0))
+    deployment = orjson.loads(deployment_review(0))["request"]["object"]
+    containers = (max_values - json_values(deployment)) // per_container
+    return deployment_review(containers)
 
 
 def small_review() -> bytes:
