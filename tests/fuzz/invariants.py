@@ -1,8 +1,8 @@
 """What must hold for every review, however hostile, and the tally of a fuzz run.
 
 The engine, called directly, returns a decision and never raises; no decision is a
-code 500; every patch applies to the object with jsonpatch; messages and warnings
-stay short. The HTTP edge never answers 5xx; every readable review is answered with
+code 500; every patch applies to the object with jsonpatch, and our own application
+of it (the pod as created) gives the same; messages and warnings stay short. The HTTP edge never answers 5xx; every readable review is answered with
 its uid, and its patch applies. Each reply is timed; only the long run (`make fuzz`)
 fails on a reply that takes more than `REPLY_SECONDS` of CPU, the normal suite makes
 no timing claim.
@@ -23,6 +23,7 @@ import jsonpatch
 import orjson
 
 from webhook.engine import Decision
+from webhook.engine.patch import apply_patch
 
 Json = Any
 
@@ -51,6 +52,12 @@ class Tally:
     slowest: tuple[float, str] = (0.0, "")
     """The most CPU time one reply took, and what it was."""
     slowest_wall: tuple[float, str] = (0.0, "")
+    largest_body: int = 0
+    bodies_over_a_megabyte: int = 0
+
+    def body(self, size: int) -> None:
+        self.largest_body = max(self.largest_body, size)
+        self.bodies_over_a_megabyte += size > 2**20
 
     def timed(self, what: str, call: Callable[[], Any]) -> Any:
         """`call()`, timed. What a reply costs is the CPU time of this thread (the app
@@ -77,7 +84,8 @@ class Tally:
             return []
         (cpu, what), (wall, wall_what) = self.slowest, self.slowest_wall
         return [
-            f"fuzz inputs: {sum(self.inputs.values()):,} ({_counts(self.inputs)})",
+            f"fuzz inputs: {sum(self.inputs.values()):,} ({_counts(self.inputs)}); largest "
+            f"body {self.largest_body:,} bytes, {self.bodies_over_a_megabyte:,} over 1 MiB",
             f"replies checked: {self.replies:,}; slowest {cpu * 1000:.0f} ms of CPU ({what}), "
             f"{wall * 1000:.0f} ms by the wall clock ({wall_what})",
             f"outcomes: {_counts(self.outcomes)}",
@@ -104,7 +112,8 @@ def check_decision(decision: Any, obj: Json, webhook: str) -> None:
         assert decision.message
         assert not decision.patch
     if decision.patch:
-        jsonpatch.apply_patch(obj, list(decision.patch))
+        patched = jsonpatch.apply_patch(obj, list(decision.patch))
+        assert apply_patch(obj, decision.patch) == patched
     TALLY.outcomes[f"{webhook} {_outcome(decision.allowed, decision.code)}"] += 1
 
 

@@ -49,7 +49,7 @@ LIVE = Inventory(
 """A small cluster: a node per pool, a cordoned one and a CPU node; the classes' priorities."""
 
 FUZZ = settings(
-    max_examples=examples(1_200),
+    max_examples=examples(2_000),
     deadline=None,
     suppress_health_check=list(HealthCheck),
     print_blob=True,
@@ -90,6 +90,7 @@ def test_no_review_makes_the_engine_or_the_edge_fail(
 ) -> None:
     body, scaled = drawn.body, drawn.scaled
     TALLY.inputs[_kind(drawn.review)] += 1
+    TALLY.body(len(body))
     try:
         parsed = parse_review(body)
     except InvalidReview:
