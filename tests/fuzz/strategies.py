@@ -207,13 +207,19 @@ WORKLOAD_KINDS: dict[str, tuple[str, str]] = {
 """Kinds holding pod templates; the fuzzing policy names the last two (see FUZZ_POLICY)."""
 
 FUZZ_POLICY = """
+enforcement:
+  default: enforce
+  rules:
+    mig-profile: warn
+    gpu-quantity: audit
 workloadKinds:
   - {group: kubeflow.org, kind: PyTorchJob, resource: pytorchjobs,
      templatePaths: [/spec/pytorchReplicaSpecs/*/template]}
   - {group: ray.io, kind: RayCluster, resource: rayclusters,
      templatePaths: [/spec/headGroupSpec/template, /spec/workerGroupSpecs/*/template]}
 """
-"""Added to the default policy for the fuzz runs: wildcard template paths of both shapes."""
+"""Added to the default policy for the fuzz runs: a rule that warns and one that audits,
+and wildcard template paths of both shapes."""
 
 
 @st.composite
