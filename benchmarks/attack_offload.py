@@ -2,7 +2,7 @@
 
     python -m benchmarks.attack_offload [--reviews 2]
 
-Judges the largest review the server accepts (`--reviews` times in a row, as
+Judges the largest object the engine judges (`--reviews` times in a row, as
 decode + engine + encode) on an event loop while a ticker on that loop sleeps 2 ms at a
 time and records how late it wakes up: the lag any other request on the loop would
 see. Run in this process, so with the engine as it is now and no server around it.
@@ -18,13 +18,13 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 
-from benchmarks.attack_payloads import largest_deployment_review
+from benchmarks.attack_payloads import largest_judged_deployment_review
 from webhook.engine import Engine
 from webhook.engine.inventory import UNKNOWN
+from webhook.engine.request import MAX_VALUES
 from webhook.http.judging import Judged, judge_body
 from webhook.policy import load_default_policy
 
-LARGEST_BODY = 7 * 1024 * 1024
 TICK = 0.002
 
 _engine: Engine | None = None
@@ -68,7 +68,7 @@ def report(name: str, wall: float, lags: list[float]) -> None:
 
 
 async def main(reviews: int) -> None:
-    body = largest_deployment_review(LARGEST_BODY)
+    body = largest_judged_deployment_review(MAX_VALUES)
     judge(b"{}")  # the engine built before measuring
     loop = asyncio.get_running_loop()
 
