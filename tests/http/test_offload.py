@@ -148,3 +148,20 @@ def test_the_budget_is_given_back_once_a_large_review_is_answered(
 
     assert [r.status_code for r in replies] == [200, 200, 200]
     assert app.state.body_budget.held == 0
+
+
+def test_a_large_review_with_no_engine_to_judge_it_is_answered_500_with_the_uid(
+    worker: ReviewWorker, review: Review
+) -> None:
+    def no_engine() -> Engine:
+        raise RuntimeError("policy vanished")
+
+    client = TestClient(create_app(no_engine, worker=worker))
+
+    response = response_of(client.post("/validate", content=large(review, uid="no-engine")))
+
+    assert (response["uid"], response["allowed"], response["status"]["code"]) == (
+        "no-engine",
+        False,
+        500,
+    )

@@ -186,13 +186,15 @@ def create_app(
         """The reply and what to count of it; None if the client went away first."""
         try:
             async with received_body(request, limits) as body:
-                if worker is not None and len(body) > INLINE_BODY_BYTES:
-                    result = await worker.judge(webhook, engine(), cluster(), body)
+                large = worker is not None and len(body) > INLINE_BODY_BYTES
+                current = _built(engine) if large else None
+                if worker is not None and current is not None:
+                    result = await worker.judge(webhook, current, cluster(), body)
                     if result.failure is not None:
                         log.error(
                             "engine failed", extra={"uid": result.uid, "exception": result.failure}
                         )
-                else:
+                else:  # small, or no engine to send: judge_here answers that with the uid
                     result = await judge_here(webhook, bytes(body))
         except BodyTooLarge:
             return Judged(413, encode({"error": f"request body exceeds {max_body_bytes} bytes"}))
@@ -236,6 +238,13 @@ def create_app(
         return _json({"ready": ready, "checks": details}, 200 if ready else 503)
 
     return app
+
+
+def _built(engine: Callable[[], Engine]) -> Engine | None:
+    try:
+        return engine()
+    except Exception:
+        return None
 
 
 def _rules(decision: Decision, mode: str) -> list[str]:
