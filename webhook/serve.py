@@ -13,7 +13,10 @@ snapshot, ``/readyz`` and ``/metrics`` say how current it is.
 The edge is bounded: every connection gets the timeouts and caps of
 ``webhook.http.limits`` (uvicorn's protocol with what it lacks), bodies are read within a
 memory budget (``webhook.http.body``) and large ones judged in a worker process
-(``webhook.http.offload``). ``/metrics`` is served in plain HTTP on a port of its own
+(``webhook.http.offload``). uvicorn is kept rather than another server for two reasons:
+it serves from the very ``SSLContext`` the certificate reloader swaps pairs into, and its
+HTTP/1.1 protocol is a class that a few overridden callbacks extend with the deadlines
+it lacks. ``/metrics`` is served in plain HTTP on a port of its own
 (``--metrics-port``, 9090) by a second uvicorn server on the same event loop, which
 stops with the first.
 """
