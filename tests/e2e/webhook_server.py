@@ -80,6 +80,9 @@ class WebhookServer:
             str(self.cert_path),
             "--tls-key",
             str(self.key_path),
+            # Tests may run several servers at once; none of them is scraped.
+            "--metrics-port",
+            "0",
         ]
         if policy is not None:
             command += ["--policy", str(policy)]
