@@ -113,3 +113,13 @@ def test_a_megabyte_node_name_is_quoted_in_a_few_words(engine: Engine) -> None:
     decision = validated(engine, pod(containers=[container()], nodeName="n" * MEGABYTE))
     assert not decision.allowed
     assert f"names node {'n' * 64!r}... (1,000,000 characters) in spec.nodeName" in decision.message
+
+
+@pytest.mark.parametrize("metadata", [None, {}], ids=["null", "empty"])
+def test_a_pod_without_metadata_in_a_review_without_namespace_is_judged(
+    engine: Engine, metadata: Any
+) -> None:
+    """Found by the fuzzer: `metadata: null` made the namespace lookup raise (a code 500)."""
+    request = pod_create({"metadata": metadata, "spec": {"containers": []}}, namespace="")
+    for decision in (engine.mutate(request), engine.validate(request)):
+        assert decision.code != 500

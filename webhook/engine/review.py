@@ -251,7 +251,8 @@ def _requested_resources(policy: Policy, pod: PodView) -> list[str]:
 def _namespace(request: AdmissionRequest, pod: PodView) -> str:
     if request.namespace:
         return request.namespace
-    namespace = pod.raw.get("metadata", {}).get("namespace")
+    metadata = pod.raw.get("metadata")
+    namespace = metadata.get("namespace") if isinstance(metadata, dict) else None
     return namespace if isinstance(namespace, str) else ""
 
 
