@@ -123,3 +123,13 @@ def test_a_pod_without_metadata_in_a_review_without_namespace_is_judged(
     request = pod_create({"metadata": metadata, "spec": {"containers": []}}, namespace="")
     for decision in (engine.mutate(request), engine.validate(request)):
         assert decision.code != 500
+
+
+def test_an_old_debug_container_named_by_a_list_is_not_taken_for_a_name(engine: Engine) -> None:
+    """A name of the old object that is not a string once made /mutate raise `unhashable`."""
+    new = pod(containers=[container()], ephemeralContainers=[container("debug")])
+    old = pod(containers=[container()], ephemeralContainers=[{"name": ["debug"]}])
+    request = pod_create(new, operation="UPDATE", subresource="ephemeralcontainers", old_object=old)
+    decision = engine.mutate(request)
+    assert decision.allowed
+    assert [op["path"] for op in decision.patch] == ["/spec/ephemeralContainers/0/env"]

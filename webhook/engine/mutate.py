@@ -193,7 +193,11 @@ def isolate_ephemeral_containers(
     debug`): they can have no resources, so no GPU of theirs, yet a CUDA image would see
     every GPU of the node, other tenants' included. Those already there are left alone:
     kube-apiserver refuses any change to an existing ephemeral container."""
-    existing = {c.get("name") for c in _old_ephemeral_containers(old_pod) if isinstance(c, dict)}
+    existing = {
+        name
+        for c in _old_ephemeral_containers(old_pod)
+        if isinstance(c, dict) and isinstance(name := c.get("name"), str)
+    }
     patch = PatchBuilder()
     _isolate(patch, policy, (c for c in pod.ephemeral_containers if c.name not in existing))
     return patch.operations
