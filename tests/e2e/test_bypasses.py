@@ -33,13 +33,8 @@ CUDA = "nvidia/cuda:12.4.1-base-ubuntu22.04"
 @pytest.fixture(scope="module")
 def live(controlplane: ControlPlane, admission: WebhookServer) -> Iterator[WebhookServer]:
     """gpu-admission on the default policy with the live inventory of this cluster."""
-    admission.start(None, kubeconfig=controlplane.kubeconfig)
-    admission.register(controlplane.kubeconfig)
-    try:
+    with admission.serving(controlplane.kubeconfig, kubeconfig=controlplane.kubeconfig):
         yield admission
-    finally:
-        admission.start(None)
-        admission.register(controlplane.kubeconfig)
 
 
 def pod_manifest(

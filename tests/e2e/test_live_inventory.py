@@ -136,13 +136,8 @@ def live(
     controlplane: ControlPlane, admission: WebhookServer, lab_policy: Path
 ) -> Iterator[WebhookServer]:
     """gpu-admission on the lab policy with the live inventory of this cluster."""
-    admission.start(lab_policy, kubeconfig=controlplane.kubeconfig)
-    admission.register(controlplane.kubeconfig)
-    try:
+    with admission.serving(controlplane.kubeconfig, lab_policy, kubeconfig=controlplane.kubeconfig):
         yield admission
-    finally:
-        admission.start(None)
-        admission.register(controlplane.kubeconfig)
 
 
 @pytest.fixture
@@ -296,20 +291,17 @@ def test_until_the_inventory_syncs_the_static_figures_apply_and_readyz_says_so(
     for cluster in config["clusters"]:
         cluster["cluster"]["server"] = f"https://127.0.0.1:{free_ports(1)[0]}"
     unreachable.write_text(yaml.safe_dump(config), "utf-8")
-    admission.start(lab_policy, kubeconfig=unreachable)
-    admission.register(controlplane.kubeconfig)
     try:
-        # lab-c-0 has 4 GPUs, but unseen: the policy's 8 per node hold.
-        assert admitted(controlplane, opted_in, "nvidia.com/gpu", 8)
-        checks = admission.readiness()["checks"]
-        assert checks["inventory"]["ok"] is True
-        detail = checks["inventory"]["detail"]
-        assert "nodes: not synced yet, the policy's static node figures apply" in detail
-        assert "last error:" in detail
+        with admission.serving(controlplane.kubeconfig, lab_policy, kubeconfig=unreachable):
+            # lab-c-0 has 4 GPUs, but unseen: the policy's 8 per node hold.
+            assert admitted(controlplane, opted_in, "nvidia.com/gpu", 8)
+            checks = admission.readiness()["checks"]
+            assert checks["inventory"]["ok"] is True
+            detail = checks["inventory"]["detail"]
+            assert "nodes: not synced yet, the policy's static node figures apply" in detail
+            assert "last error:" in detail
     finally:
         controlplane.delete("priorityclass", ["lab-priority"])
-        admission.start(None)
-        admission.register(controlplane.kubeconfig)
 
 
 def lab_deployment(gpus_per_replica: int) -> str:

@@ -26,13 +26,8 @@ def gpu_count_warns(
     policy.write_text(
         default_policy_text() + "\nenforcement:\n  rules:\n    gpu-count: warn\n", "utf-8"
     )
-    admission.start(policy)
-    admission.register(controlplane.kubeconfig)
-    try:
+    with admission.serving(controlplane.kubeconfig, policy):
         yield
-    finally:
-        admission.start(None)
-        admission.register(controlplane.kubeconfig)
 
 
 def test_a_rule_in_warn_mode_admits_with_a_kubectl_warning(

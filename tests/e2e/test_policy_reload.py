@@ -63,13 +63,8 @@ def policy_file(
 ) -> Iterator[Path]:
     path = tmp_path / "policy.yaml"
     path.write_text(default_policy_text(), "utf-8")
-    admission.start(path, reload_interval=0.5)
-    admission.register(controlplane.kubeconfig)
-    try:
+    with admission.serving(controlplane.kubeconfig, path, reload_interval=0.5):
         yield path
-    finally:
-        admission.start(None)
-        admission.register(controlplane.kubeconfig)
 
 
 def create_pods(controlplane: ControlPlane, namespace: str, outcomes: Outcomes) -> None:

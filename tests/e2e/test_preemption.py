@@ -29,13 +29,8 @@ GPUS_PER_INFERENCE_POD = 4
 
 @pytest.fixture
 def overflow_policy(controlplane: ControlPlane, admission: WebhookServer) -> Iterator[None]:
-    admission.start(REPO / "policies" / "overflow.yaml")
-    admission.register(controlplane.kubeconfig)
-    try:
+    with admission.serving(controlplane.kubeconfig, REPO / "policies" / "overflow.yaml"):
         yield
-    finally:
-        admission.start(None)
-        admission.register(controlplane.kubeconfig)
 
 
 def training_job(replicas: int) -> str:

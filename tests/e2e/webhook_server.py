@@ -8,12 +8,14 @@ the same code that installs it into a real cluster.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import socket
 import ssl
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +99,26 @@ class WebhookServer:
         component.start()
         self._component = component
         component.wait_healthy(self._healthy, START_TIMEOUT)
+
+    @contextlib.contextmanager
+    def serving(
+        self,
+        cluster: Path,
+        policy: Path | None = None,
+        *,
+        reload_interval: float | None = None,
+        kubeconfig: Path | None = None,
+    ) -> Iterator[WebhookServer]:
+        """Serve `policy` (with `start`'s options), registered with the cluster whose
+        admin kubeconfig is `cluster`; then the embedded policy again, as the session's
+        other tests expect."""
+        self.start(policy, reload_interval=reload_interval, kubeconfig=kubeconfig)
+        self.register(cluster)
+        try:
+            yield self
+        finally:
+            self.start(None)
+            self.register(cluster)
 
     def stop(self) -> None:
         if self._component is not None:
