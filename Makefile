@@ -36,7 +36,7 @@ fuzz: $(STAMP)  ## 100,000 hostile reviews against the engine and the HTTP edge;
 bench: $(STAMP)  ## engine throughput and latency (see BENCHMARKS.md)
 	$(BIN)/python -m benchmarks.engine
 
-attack: $(STAMP)  ## one replica under the stalls of issue 10: latency of others, memory (see BENCHMARKS.md)
+attack: $(STAMP)  ## one replica under slow, idle, stalled and huge clients: latency of others, memory (see BENCHMARKS.md)
 	$(BIN)/python -m benchmarks.attack
 
 clean:
