@@ -232,7 +232,13 @@ class TestComplete:
 
     @pytest.mark.parametrize(
         ("code", "reason"),
-        [(400, "BadRequest"), (403, "Forbidden"), (500, "InternalError"), (422, "Forbidden")],
+        [
+            (400, "BadRequest"),
+            (403, "Forbidden"),
+            (413, "RequestEntityTooLarge"),
+            (500, "InternalError"),
+            (422, "Forbidden"),
+        ],
     )
     def test_the_status_reason_is_the_kubernetes_reason_for_the_code(
         self, code: int, reason: str

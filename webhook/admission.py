@@ -133,4 +133,10 @@ def errored(uid: str, code: int, message: str) -> dict[str, Any]:
 
 
 def _reason(code: int) -> str:
-    return {400: "BadRequest", 403: "Forbidden", 500: "InternalError"}.get(code, "Forbidden")
+    reasons = {
+        400: "BadRequest",
+        403: "Forbidden",
+        413: "RequestEntityTooLarge",
+        500: "InternalError",
+    }
+    return reasons.get(code, "Forbidden")
