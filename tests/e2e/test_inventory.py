@@ -224,7 +224,7 @@ def test_a_severed_connection_is_reestablished(
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="gpu_admission.inventory")
+    caplog.set_level(logging.DEBUG, logger="gpu_admission.inventory")
     api = urlsplit(controlplane.api_url)
     assert api.hostname is not None and api.port is not None
     with TcpProxy(api.hostname, api.port) as proxy:
@@ -237,7 +237,21 @@ def test_a_severed_connection_is_reestablished(
         before = watcher.status()
         accepted = proxy.accepted
 
-        # Both watches are live connections through the proxy; cut them all.
+        # Both watches are live connections through the proxy; cut them all. A LIST's
+        # connection is live too, idle in the client's pool, so wait for both watches to
+        # have been asked for: cutting before one is would leave it uncut.
+        wait_for(
+            lambda: (
+                {
+                    r.kind  # type: ignore[attr-defined]
+                    for r in caplog.records
+                    if r.getMessage() == "inventory watch starting"
+                }
+                >= {"nodes", "priorityclasses"}
+            ),
+            10,
+            "both watches to start",
+        )
         wait_for(lambda: proxy.live >= 2, 10, "both watch connections")
         assert proxy.sever() >= 2
 
