@@ -96,7 +96,8 @@ def test_the_match_condition_names_what_the_policy_cares_about(rendered: Any) ->
         "startsWith('nvidia.com/')",
         "tolerations",
         "'NVIDIA_VISIBLE_DEVICES'",
-        "object.spec.nodeName != ''",
+        "(request.operation == 'CREATE' && (has(object.spec.nodeName) && "
+        "object.spec.nodeName != ''))",
         "object.spec.priorityClassName in ['inference-priority', 'training-priority']",
     ):
         assert part in expression

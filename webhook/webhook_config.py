@@ -117,8 +117,12 @@ def gpu_relevance_condition(policy: Policy, root: str = "object") -> str:
         f"'{policy.workload_label}' in {root}.metadata.labels)"
     )
     # A pod bound by hand skips the scheduler and so the pools' taints; only the
-    # service knows which nodes are GPU nodes, so every such pod is ours to judge.
-    bound_check = f"(has({spec}.nodeName) && {spec}.nodeName != '')"
+    # service knows which nodes are GPU nodes, so every such pod is ours to judge. Only
+    # at a pod's CREATE: every pod has a node once scheduled, and its later updates
+    # (a debug container, a label) must not all need the service. A template is
+    # judged at its workload's CREATE and UPDATE alike, so there it always counts.
+    bound = f"(has({spec}.nodeName) && {spec}.nodeName != '')"
+    bound_check = f"(request.operation == 'CREATE' && {bound})" if root == "object" else bound
     # Only the policy's classes may run at their PriorityClasses, labelled or not.
     classes = ", ".join(f"'{name}'" for name in sorted(policy.governed_priority_classes))
     priority_check = f"(has({spec}.priorityClassName) && {spec}.priorityClassName in [{classes}])"

@@ -36,6 +36,7 @@ NODES = Inventory(
         node("inference-0", INFERENCE_A100, gpu=8),
         node("training-0", {"gpu-pool": "training", "nvidia-gpu-model": "V100"}, gpu=8),
         node("cpu-0", {}),
+        node("gpu-new", {"gpu-pool": "experimental"}, gpu=8),
     )
 )
 
@@ -54,6 +55,15 @@ class TestNodeNameSetByHand:
         assert rules(decision) == ["non-gpu-placement"]
         assert "names node 'training-0' in spec.nodeName" in decision.message
         assert "GPU pool training (gpu-pool=training)" in decision.message
+
+    @pytest.mark.parametrize("workload", [None, "inference"])
+    def test_a_pod_bound_to_a_gpu_node_outside_every_pool_is_refused(
+        self, engine: Engine, workload: str | None
+    ) -> None:
+        decision = admitted(engine, pod(workload, nodeName="gpu-new"), NODES)
+
+        assert not decision.allowed
+        assert "the node offers GPUs but is in no pool of the policy" in decision.message
 
     def test_a_cpu_pod_bound_to_a_cpu_node_is_admitted(self, engine: Engine) -> None:
         assert admitted(engine, pod(nodeName="cpu-0"), NODES).allowed

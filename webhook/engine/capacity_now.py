@@ -67,6 +67,9 @@ class NodePlace:
 
     pool: str | None
     model: str | None
+    offers_gpus: bool = False
+    """Whether it advertises a GPU resource of the policy: a GPU node outside every pool
+    (a pool label no pool has, or none yet) is a GPU node all the same."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ class CapacityNow:
 
 
 OUTSIDE_POOLS = NodePlace(pool=None, model=None)
+GPU_OUTSIDE_POOLS = NodePlace(pool=None, model=None, offers_gpus=True)
 
 STATIC = CapacityNow(pools={}, priority_classes=None)
 """Nothing known of the cluster: the policy's static figures hold everywhere."""
@@ -97,7 +101,7 @@ def capacity_now(policy: Policy, inventory: Inventory) -> CapacityNow:
     for node in inventory.nodes:
         pool = by_label.get(node.labels.get(policy.pool_label, ""))
         if pool is None:
-            places[node.name] = OUTSIDE_POOLS
+            places[node.name] = GPU_OUTSIDE_POOLS if _offers_gpus(policy, node) else OUTSIDE_POOLS
             continue
         model = _model_of(policy, pool, node)
         places[node.name] = NodePlace(pool.name, model)

@@ -42,7 +42,16 @@ def check_node_name(
             )
         ]
     if place.pool is None:
-        return []
+        if not place.offers_gpus:
+            return []
+        return [
+            Violation(
+                rule,
+                f"{bound}, and the node offers GPUs but is in no pool of the policy (no "
+                f"{policy.pool_label} label a pool has), so nothing keeps other tenants' "
+                f"GPUs from the pod; {ADVICE}",
+            )
+        ]
     pool = policy.pools[place.pool]
     if workload is None:
         return [
