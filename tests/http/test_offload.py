@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -120,7 +121,32 @@ def test_a_worker_that_dies_costs_its_review_a_503_and_the_next_one_gets_a_new_w
 
     assert reply.status_code == 503
     assert reply.headers["connection"] == "close"
+    assert reply.headers["retry-after"] == "1"
     assert "review worker stopped" in reply.json()["error"]
+    assert response_of(after)["uid"] == "after"
+
+
+def test_a_worker_killed_while_idle_is_replaced_for_the_next_review(
+    engine: Engine, review: Review
+) -> None:
+    worker = ReviewWorker()
+    try:
+        client = TestClient(create_app(lambda: engine, worker=worker))
+        first = response_of(client.post("/validate", content=large(review, uid="first")))
+        executor = worker._running()
+        for process in list(executor._processes.values()):
+            process.kill()
+            process.join()
+        deadline = time.monotonic() + 10
+        while not executor._broken and time.monotonic() < deadline:
+            time.sleep(0.01)  # the pool notices its worker is gone
+
+        after = client.post("/validate", content=large(review, uid="after"))
+    finally:
+        worker.stop()
+
+    assert first["uid"] == "first"
+    assert after.status_code == 200
     assert response_of(after)["uid"] == "after"
 
 
@@ -134,6 +160,7 @@ def test_large_bodies_past_the_budget_are_answered_503_at_once(
 
     assert reply.status_code == 503
     assert reply.headers["connection"] == "close"
+    assert reply.headers["retry-after"] == "1"
     assert "try again" in reply.json()["error"]
 
 

@@ -155,6 +155,10 @@ def create_app(
         seconds = time.perf_counter() - started
         counted.review(webhook, result.operation, outcome, rules, seconds, flagged)
         headers = {"connection": "close"} if result.status in (413, 503) else None
+        if result.status == 503:
+            # kube-apiserver's client retries a 503 within the webhook's timeout only
+            # when told when to: a review refused for a moment then gets through.
+            headers = {**(headers or {}), "retry-after": "1"}
         return Response(result.reply, status_code=result.status, media_type=JSON, headers=headers)
 
     async def scaled_workload(

@@ -60,22 +60,32 @@ class ReviewWorker:
     async def judge(
         self, webhook: str, engine: Engine, inventory: Inventory, body: bytes | bytearray
     ) -> Judged:
-        """``body`` judged by ``webhook`` in the worker; HTTP 503 if the worker died."""
-        executor = self._running()
-        job = executor.submit(
-            _judge_pickled,
-            webhook,
-            self._pickle("engine", engine),
-            self._pickle("inventory", inventory),
-            body,
-        )
-        try:
-            return await asyncio.wrap_future(job)
-        except BrokenProcessPool:
-            if self._executor is executor:
-                log.error("the review worker stopped; a new one starts with the next review")
-                self._executor = None
-            return Judged(503, encode({"error": WORKER_LOST}))
+        """``body`` judged by ``webhook`` in the worker; HTTP 503 if the worker died while
+        judging it. A worker that died while idle is replaced for this review."""
+        for _ in range(2):
+            executor = self._running()
+            try:
+                job = executor.submit(
+                    _judge_pickled,
+                    webhook,
+                    self._pickle("engine", engine),
+                    self._pickle("inventory", inventory),
+                    body,
+                )
+            except BrokenProcessPool:
+                self._lost(executor)
+                continue
+            try:
+                return await asyncio.wrap_future(job)
+            except BrokenProcessPool:
+                self._lost(executor)
+                break
+        return Judged(503, encode({"error": WORKER_LOST}))
+
+    def _lost(self, executor: ProcessPoolExecutor) -> None:
+        if self._executor is executor:
+            log.error("the review worker stopped; a new one starts with the next review")
+            self._executor = None
 
     def stop(self) -> None:
         """Stop the worker at once, even in the middle of a review (on shutdown)."""
