@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from webhook.engine.decision import (
+    DENIAL_LIMIT,
     ECHO_LIMIT,
     REASONS_LIMIT,
     VIOLATION_LIMIT,
@@ -62,6 +63,16 @@ class TestBoundedDecisions:
         decision = deny(violations, "gpu-admission denied pod 'ml/p'")
         assert len(decision.message) < 1_000
         assert len(decision.violations) == 45_000
+
+    def test_a_denial_of_reasons_nested_in_reasons_stays_under_its_limit(self) -> None:
+        """Was 8,193 characters: a workload of ten templates with long reasons each."""
+        message = "gpu-admission denied PyTorchJob 'ml/j' " + reasons(
+            [f"template (spec.x{n}): " + "y" * VIOLATION_LIMIT for n in range(REASONS_LIMIT)]
+        )
+        decision = judge([Violation("node-name", "x")], "subject", message)
+        assert len(message) > DENIAL_LIMIT
+        assert len(decision.message) <= DENIAL_LIMIT + 32
+        assert decision.message.endswith(f"... ({len(message):,} characters)")
 
     def test_warnings_past_the_limit_are_counted_in_one_more_warning(self) -> None:
         violations = [Violation("gpu-count", f"problem {n}", WARN) for n in range(100)]

@@ -23,6 +23,10 @@ ECHO_LIMIT = 64
 VIOLATION_LIMIT = 1024
 """Longest message of one violation, whatever it echoes (a safety net under `echo`)."""
 
+DENIAL_LIMIT = 8_000
+"""Longest denial, with what says how long it was: reasons nested in reasons (ten templates
+of a workload, each with ten violations) would otherwise reach ten times a violation's."""
+
 REASONS_LIMIT = 10
 """Most reasons a denial or an audit annotation lists; the rest are counted."""
 
@@ -81,7 +85,7 @@ def allow(patch: list[dict[str, Any]] | None = None) -> Decision:
 
 
 def deny(violations: list[Violation], subject: str) -> Decision:
-    message = f"{subject}: " + reasons([v.message for v in violations])
+    message = shorten(f"{subject}: " + reasons([v.message for v in violations]), DENIAL_LIMIT)
     return Decision(allowed=False, code=403, message=message, violations=tuple(violations))
 
 
@@ -93,7 +97,7 @@ def judge(violations: Sequence[Violation], subject: str, message: str | None = N
     enforced = [v for v in violations if v.mode == ENFORCE]
     decision = deny(enforced, subject) if enforced else allow()
     if enforced and message is not None:
-        decision = dataclasses.replace(decision, message=message)
+        decision = dataclasses.replace(decision, message=shorten(message, DENIAL_LIMIT))
     return dataclasses.replace(
         decision,
         violations=tuple(violations),
