@@ -177,6 +177,16 @@ def test_one_replica_too_many_is_enough_for_a_warning() -> None:
     assert warning.endswith("lower maxReplicas to 12 or add nodes")
 
 
+def test_a_target_larger_than_any_real_workload_is_not_judged() -> None:
+    """Its review came in a small body, judged on the event loop: a 100,000-value
+    Deployment would hold every review behind it for half a second."""
+    padding = {"name": "PAD", "value": "x"}
+    big = template("inference", container(gpus=2, env=[padding] * 10_000))
+
+    assert warnings(hpa(40), deployment(big)) == []
+    assert warnings(hpa(40), deployment(template("inference", container(gpus=2)))) == [WARNING]
+
+
 def test_an_autoscaling_v1_hpa_is_read_like_a_v2_one() -> None:
     assert warnings(hpa(40, version="v1"), deployment()) == [WARNING]
 
