@@ -15,8 +15,9 @@ ReadTimeout and MaxHeaderBytes, and a connection cap:
 - **body**: a body must be complete ``body_seconds`` after its head (else 408);
 - **connections**: past ``max_connections``, a new connection closes those that have
   waited longest for a request (idle keep-alive connections, slow heads), as nginx
-  reuses idle keep-alive connections; only when every connection is busy with a request
-  is the new one closed instead. So idle connections cannot lock kube-apiserver out.
+  reuses idle keep-alive connections, then those whose body has been arriving longest;
+  only when every connection holds a request being judged is the new one closed
+  instead. So neither idle connections nor stalled bodies can lock kube-apiserver out.
 
 A connection cut off without a reply (idle, slow head, evicted) is aborted at once.
 Every other connection the server closes (with a 408 or 431 from here, or closed by
@@ -99,6 +100,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         #: Since when the connection waits for (the rest of) a request head; None while a
         #: request is received or answered.
         self.waiting_since: float | None = None
+        #: When the body of the request in flight began, while it is still arriving.
+        self.receiving_since: float | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -124,10 +127,12 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self.waiting_since = None
+        self.receiving_since = time.monotonic()
         self._arm(self.limits.body_seconds, self._body_expired)
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
+        self.receiving_since = None
         self._disarm()
         super().on_message_complete()
 
@@ -166,19 +171,22 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         excess = len(live) - self.limits.max_connections
         if excess <= 0:
             return
+        others = [c for c in live if isinstance(c, GuardedHttpToolsProtocol) and c is not self]
+        # Idle first, longest idle first; then bodies still arriving, the slowest first:
+        # kube-apiserver sends a review in one go, so a body that has been trickling in
+        # longest is the likeliest to be stalled on purpose. Never a review being judged.
         waiting = sorted(
-            (
-                c
-                for c in live
-                if isinstance(c, GuardedHttpToolsProtocol)
-                and c is not self
-                and c.waiting_since is not None
-            ),
+            (c for c in others if c.waiting_since is not None),
             key=lambda c: c.waiting_since or 0.0,
         )
-        for connection in waiting[:excess]:
+        receiving = sorted(
+            (c for c in others if c.receiving_since is not None),
+            key=lambda c: c.receiving_since or 0.0,
+        )
+        evictable = waiting + receiving
+        for connection in evictable[:excess]:
             connection._cut(EVICTED)
-        if len(waiting) < excess:
+        if len(evictable) < excess:
             self._cut(NO_ROOM)
 
     def _cut(self, reason: str, reply: bytes = b"") -> None:
