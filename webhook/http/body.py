@@ -21,8 +21,6 @@ from dataclasses import dataclass
 
 from starlette.requests import Request
 
-from webhook.http.memory import give_back
-
 MIB = 1024 * 1024
 
 
@@ -96,10 +94,12 @@ class _Reservation:
         self.held = wanted
 
     def release(self) -> None:
+        """Hand the reservation back. The heap pages follow with the server's periodic
+        trim, in a thread: trimming here, on the event loop, would cost every large body
+        milliseconds of everyone's time on a fragmented heap."""
         if self.held:
             self.limits.budget.release(self.held)
             self.held = 0
-            give_back()
 
 
 def _declared_length(request: Request) -> int | None:

@@ -5,11 +5,10 @@ raises that threshold to the size of the largest block freed so far: after one 7
 body, every buffer under 7 MiB comes from the heap, and the heap, fragmented by many
 connections' buffers, keeps its peak. That is how 40 stalled uploads left the server at
 365 MiB after they were gone. So the threshold is pinned at glibc's own default (which
-also stops it moving), and the heap is trimmed after each large body is released.
-
-Connections come and go by the thousand under attack and leave the heap fragmented
-too, so the server also trims it every few seconds (``trim_periodically``), in a
-thread: the allocator's lock is taken, not the GIL.
+also stops it moving), and the heap is trimmed every few seconds
+(``trim_periodically``), in a thread: the allocator's lock is taken, not the GIL, and a
+trim of a fragmented heap takes milliseconds the event loop does not spend. Connections
+come and go by the thousand under attack and leave the heap fragmented too.
 
 Elsewhere (musl, macOS) both are no-ops.
 """
