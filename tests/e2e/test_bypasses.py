@@ -116,31 +116,32 @@ def test_a_toleration_added_to_a_pending_pod_is_refused_and_other_updates_pass(
     controlplane.kubectl("annotate", "pod", "waiting", "-n", opted_in, "note=kept")
 
 
-def test_a_debug_container_cannot_see_the_gpus_of_the_node(
-    controlplane: ControlPlane, live: WebhookServer, opted_in: str
-) -> None:
+@pytest.fixture
+def server(controlplane: ControlPlane, live: WebhookServer, opted_in: str) -> str:
+    """An inference pod, admitted and mutated, for debug containers to be added to."""
     controlplane.apply(
         pod_manifest("server", labels={"gpu-admission.io/workload": "inference"}),
         namespace=opted_in,
     )
+    return "server"
 
+
+def test_a_debug_container_cannot_see_the_gpus_of_the_node(
+    controlplane: ControlPlane, server: str, opted_in: str
+) -> None:
     controlplane.kubectl(
-        "debug", "pod/server", "-n", opted_in, f"--image={CUDA}", "--container=debugger"
+        "debug", f"pod/{server}", "-n", opted_in, f"--image={CUDA}", "--container=debugger"
     )
 
-    pod = controlplane.get_json("pod", "server", opted_in)
+    pod = controlplane.get_json("pod", server, opted_in)
     [debugger] = pod["spec"]["ephemeralContainers"]
     assert debugger["name"] == "debugger"
     assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"} in debugger["env"]
 
 
 def test_a_debug_container_asking_for_every_gpu_is_refused(
-    controlplane: ControlPlane, live: WebhookServer, opted_in: str
+    controlplane: ControlPlane, server: str, opted_in: str
 ) -> None:
-    controlplane.apply(
-        pod_manifest("server", labels={"gpu-admission.io/workload": "inference"}),
-        namespace=opted_in,
-    )
     debugger = {
         "name": "debugger",
         "image": CUDA,
@@ -151,7 +152,7 @@ def test_a_debug_container_asking_for_every_gpu_is_refused(
     result = controlplane.kubectl(
         "patch",
         "pod",
-        "server",
+        server,
         "-n",
         opted_in,
         "--subresource=ephemeralcontainers",
