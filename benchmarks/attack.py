@@ -69,8 +69,8 @@ from benchmarks.attack_payloads import (
     largest_judged_deployment_review,
     small_review,
 )
-from webhook.certs import create_ca, issue_serving_certificate, write_key_pair
 from webhook.engine.request import MAX_VALUES
+from webhook.tls.pki import create_ca, issue_serving_certificate, write_key_pair
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 LIMIT_MIB = 256

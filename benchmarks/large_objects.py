@@ -36,9 +36,9 @@ from typing import Any
 import jsonpatch
 import orjson
 
-from webhook.admission import complete, parse_review, to_engine_request
 from webhook.engine import AdmissionRequest, Decision, Engine
 from webhook.engine.request import MAX_VALUES
+from webhook.http.review import complete, parse_review, to_engine_request
 from webhook.policy.load import load_default_policy
 
 MAX_BODY_BYTES = 7 * 1024 * 1024

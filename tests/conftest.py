@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from webhook.certs import create_ca, issue_serving_certificate, write_key_pair
 from webhook.engine import Engine
 from webhook.policy import Policy, load_default_policy
+from webhook.tls.pki import create_ca, issue_serving_certificate, write_key_pair
 
 Review = Callable[..., dict[str, Any]]
 

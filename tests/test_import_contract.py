@@ -1,9 +1,9 @@
-"""The import contract of pyproject.toml holds the engine to its layer, through any chain.
+"""The import contracts of pyproject.toml hold every wing to its layer.
 
-`make lint` runs the linter on the tree as it is; here it runs on a copy with one
-planted import, to prove the contract can fail: an engine module that imports the
-live inventory reaches the Kubernetes client only indirectly, which the contract
-once let through.
+`make lint` runs the linter on the tree as it is; here it runs on copies with one
+planted fault each, to prove the contracts can fail: an import that runs up a
+layer, an import between two wings of one layer, a module outside every wing,
+and the Kubernetes client reached only through a chain of imports.
 """
 
 from __future__ import annotations
@@ -42,13 +42,52 @@ def test_the_tree_as_it_is_keeps_the_contract(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_an_engine_module_importing_the_inventory_breaks_it(tmp_path: Path) -> None:
+def plant(tree: Path, module: str, line: str) -> None:
+    path = tree / "webhook" / module
+    existing = path.read_text("utf-8") if path.exists() else ""
+    path.write_text(existing + f"\n{line}  # noqa\n", "utf-8")
+
+
+def test_an_engine_module_importing_the_inventory_breaks_the_layers(tmp_path: Path) -> None:
     tree = copy_of_the_tree(tmp_path)
-    pod = tree / "webhook" / "engine" / "pod.py"
-    pod.write_text(pod.read_text("utf-8") + "\nimport webhook.kube_inventory  # noqa\n", "utf-8")
+    plant(tree, "engine/pod.py", "import webhook.kube.inventory")
 
     result = lint_imports(tree)
 
     assert result.returncode != 0
-    assert "BROKEN" in result.stdout
-    assert "webhook.engine.pod -> webhook.kube_inventory" in result.stdout
+    assert "The wings form layers" in result.stdout
+    assert "webhook.engine.pod -> webhook.kube.inventory" in result.stdout
+
+
+def test_the_kube_wing_importing_the_install_wing_breaks_the_layers(tmp_path: Path) -> None:
+    tree = copy_of_the_tree(tmp_path)
+    plant(tree, "kube/secrets.py", "import webhook.install.configurations")
+
+    result = lint_imports(tree)
+
+    assert result.returncode != 0
+    assert "webhook.kube.secrets -> webhook.install.configurations" in result.stdout
+
+
+def test_a_module_outside_every_wing_breaks_the_layers(tmp_path: Path) -> None:
+    tree = copy_of_the_tree(tmp_path)
+    plant(tree, "helpers.py", "import json")
+
+    result = lint_imports(tree)
+
+    assert result.returncode != 0
+    assert "webhook.helpers" in result.stdout + result.stderr
+
+
+def test_the_client_reached_through_a_chain_breaks_the_kubernetes_contract(
+    tmp_path: Path,
+) -> None:
+    tree = copy_of_the_tree(tmp_path)
+    plant(tree, "kube/chain.py", "import kubernetes")
+    plant(tree, "http/review.py", "import webhook.kube.chain")
+
+    result = lint_imports(tree)
+
+    assert result.returncode != 0
+    assert "Only the kube wing" in result.stdout
+    assert "webhook.http.review -> webhook.kube.chain" in result.stdout

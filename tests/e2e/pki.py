@@ -1,5 +1,5 @@
 """Certificates and keys of one control plane, issued with the project's own
-``webhook.certs`` so the e2e tests exercise it too."""
+``webhook.tls.pki`` so the e2e tests exercise it too."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import NamedTuple
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from webhook.certs import (
+from webhook.tls.pki import (
     create_ca,
     issue_client_certificate,
     issue_serving_certificate,

@@ -35,9 +35,9 @@ from cryptography import x509
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from webhook.certs import certificates_from_pem, decode_ca_bundle, is_issued_by
-from webhook.kube import api_client
-from webhook.webhook_config import NAME
+from webhook.install.configurations import NAME
+from webhook.kube.client import api_client
+from webhook.tls.pki import certificates_from_pem, decode_ca_bundle, is_issued_by
 
 from ..secret_volume import SecretVolume
 from .controlplane import ControlPlane

@@ -22,8 +22,8 @@ import yaml
 from cryptography import x509
 from cryptography.x509.verification import PolicyBuilder, Store
 
-from webhook.certs import certificates_from_pem, is_issued_by
-from webhook.install import CA_SECRET, NAMESPACE, TLS_SECRET
+from webhook.install.plan import CA_SECRET, NAMESPACE, TLS_SECRET
+from webhook.tls.pki import certificates_from_pem, is_issued_by
 
 from .cluster import Cluster
 from .controlplane import ControlPlane

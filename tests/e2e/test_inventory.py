@@ -1,4 +1,4 @@
-"""The live inventory (webhook.kube_inventory) against the real kube-apiserver.
+"""The live inventory (webhook.kube.inventory) against the real kube-apiserver.
 
 Nodes and PriorityClasses are changed with the real kubectl; the watcher's snapshot
 must follow within seconds. Dropped connections are real (a TCP proxy resets them),
@@ -25,8 +25,8 @@ import yaml
 from kubernetes import client
 
 from webhook.engine.inventory import Inventory, NodeFacts
-from webhook.kube import api_client
-from webhook.kube_inventory import InventoryWatcher
+from webhook.kube.client import api_client
+from webhook.kube.inventory import InventoryWatcher
 
 from .controlplane import ControlPlane
 from .nodes import NodeSpec, register_node

@@ -21,12 +21,12 @@ from typing import Any
 
 from cryptography import x509
 
-from webhook.certs import ca_bundle as encode_ca_bundle
-from webhook.certs import create_ca, issue_serving_certificate, write_key_pair
-from webhook.kube import api_client, apply_webhook_configurations
+from webhook.install.configurations import Endpoint, render_webhook_configurations
+from webhook.kube.client import api_client, apply_webhook_configurations
 from webhook.policy import load_policy_file
 from webhook.policy.load import load_default_policy
-from webhook.webhook_config import Endpoint, render_webhook_configurations
+from webhook.tls.pki import ca_bundle as encode_ca_bundle
+from webhook.tls.pki import create_ca, issue_serving_certificate, write_key_pair
 
 from ..secret_volume import SecretVolume
 from .ports import free_ports

@@ -23,10 +23,10 @@ from hypothesis import strategies as st
 
 from tests.fuzz.invariants import TALLY, check_decision, check_reply, examples
 from tests.fuzz.strategies import FUZZ_POLICY, Drawn, encode, reviews
-from webhook.admission import InvalidReview, parse_review, to_engine_request
 from webhook.engine import Engine
 from webhook.engine.inventory import UNKNOWN, Inventory, NodeFacts, PriorityClassFacts
 from webhook.http.app import create_app
+from webhook.http.review import InvalidReview, parse_review, to_engine_request
 from webhook.policy.load import default_policy_text, load_policy_text
 
 Json = Any

@@ -12,13 +12,13 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.builders import container, mutated, pod
-from webhook.cert_state import CertificateState, ServedCertificate
-from webhook.certs import create_ca, issue_serving_certificate
 from webhook.engine import AdmissionRequest, Decision, Engine
 from webhook.http.app import create_app
+from webhook.http.metrics import DURATION_BUCKETS, Metrics
 from webhook.http.metrics_app import create_metrics_app
-from webhook.metrics import DURATION_BUCKETS, Metrics
 from webhook.policy.load import default_policy_text, load_policy_text
+from webhook.tls.pki import create_ca, issue_serving_certificate
+from webhook.tls.served import CertificateState, ServedCertificate
 
 Review = Callable[..., dict[str, Any]]
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]

@@ -1,4 +1,12 @@
-"""The policy engine: pure evaluation of admission requests against a compiled policy."""
+"""The engine: an admission request and a compiled policy in, a decision out.
+
+It owns the mutation (affinity, tolerations, priority, GPU counts, co-location,
+device isolation), the validation rules (``rules/``, declared once in its
+registry), the workload templates, the autoscaler checks and what capacity is
+known now. It is pure: no I/O, no clock, no HTTP and no Kubernetes client. It
+imports only the policy wing and ``webhook.errors``; every other wing may
+import it.
+"""
 
 from webhook.engine.decision import Decision, Violation
 from webhook.engine.request import AdmissionRequest

@@ -1,6 +1,6 @@
 """The cluster as the service last saw it: Nodes and PriorityClasses as plain data.
 
-The Kubernetes client (``webhook.kube_inventory``) keeps an ``Inventory`` current and
+The Kubernetes client (``webhook.kube.inventory``) keeps an ``Inventory`` current and
 hands the latest one to every review; the engine only reads it. An inventory that
 has never synced (``nodes`` or ``priority_classes`` is None) means "not known": the
 engine then uses the policy's static figures, exactly as without an inventory.

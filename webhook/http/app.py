@@ -12,7 +12,7 @@ Small bodies are judged on the event loop (a pod takes a fraction of a milliseco
 larger ones in the review worker's process when one is given (``webhook.http.offload``),
 so that a 7 MB Deployment never holds up `/healthz` or the next pod.
 
-Every answered review is counted and timed in `Metrics` (see webhook.metrics), which
+Every answered review is counted and timed in `Metrics` (see webhook.http.metrics), which
 the metrics app exposes on a port of its own (``webhook.http.metrics_app``); the
 engine itself knows nothing of metrics.
 """
@@ -32,7 +32,6 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 from starlette.requests import ClientDisconnect
 
-from webhook.admission import to_engine_request
 from webhook.engine import AdmissionRequest, Decision, Engine
 from webhook.engine.autoscalers import ScaleTarget
 from webhook.engine.decision import AUDIT, ENFORCE, EXEMPTION, WARN
@@ -46,8 +45,9 @@ from webhook.http.body import (
     received_body,
 )
 from webhook.http.judging import JUDGES, Judged, decode, encode, failed, judged
+from webhook.http.metrics import Metrics
 from webhook.http.offload import ReviewWorker
-from webhook.metrics import Metrics
+from webhook.http.review import to_engine_request
 
 log = logging.getLogger("gpu_admission.http")
 

@@ -16,7 +16,9 @@ from typing import Any
 
 import orjson
 
-from webhook.admission import (
+from webhook.engine import AdmissionRequest, Decision, Engine
+from webhook.engine.inventory import Inventory
+from webhook.http.review import (
     AdmissionReview,
     InvalidReview,
     complete,
@@ -25,8 +27,6 @@ from webhook.admission import (
     request_uid,
     to_engine_request,
 )
-from webhook.engine import AdmissionRequest, Decision, Engine
-from webhook.engine.inventory import Inventory
 
 Judge = Callable[[Engine, AdmissionRequest, Inventory, Mapping[str, Any] | None], Decision]
 """One webhook's call into the engine: engine, request, what the cluster has now and

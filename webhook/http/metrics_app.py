@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from webhook.metrics import CONTENT_TYPE, Metrics
+from webhook.http.metrics import CONTENT_TYPE, Metrics
 
 
 def create_metrics_app(metrics: Metrics) -> Starlette:

@@ -1,7 +1,10 @@
 """Offline evaluation of manifests against a policy: `check`, `explain` and `policy test`.
 
-No argument parsing here (see webhook/offline_cli.py): reading manifests,
-evaluating them with the engine, and presenting the results.
+It owns reading manifests (with line numbers), evaluating them with the
+engine as kube-apiserver would send them, and presenting what the engine
+reported (text, prose, report data, diffs). No argument parsing (that is
+``webhook.cli``) and no cluster. It imports the engine, the policy and
+``webhook.errors``, never another wing of its layer.
 """
 
 from webhook.offline.documents import Document, ManifestError, read_documents

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
 import yaml
 
 from webhook.errors import PolicyError
+from webhook.policy.shipped import shipped_text
 
 CATALOG_RESOURCE = "mig-profiles.yaml"
 
@@ -73,5 +73,5 @@ def parse_catalog(data: Any, source: str) -> MigCatalog:
 
 @cache
 def default_catalog() -> MigCatalog:
-    text = resources.files("webhook.policies").joinpath(CATALOG_RESOURCE).read_text("utf-8")
+    text = shipped_text(CATALOG_RESOURCE)
     return parse_catalog(yaml.safe_load(text), f"policies/{CATALOG_RESOURCE}")

@@ -6,7 +6,6 @@ so a policy that validates is exactly a policy that serves.
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
 import yaml
@@ -17,6 +16,7 @@ from webhook.policy.catalog import MigCatalog, default_catalog
 from webhook.policy.compile import compile_policy
 from webhook.policy.compiled import Policy
 from webhook.policy.model import PolicySpec
+from webhook.policy.shipped import shipped_text
 
 DEFAULT_POLICY = "default.yaml"
 
@@ -52,7 +52,7 @@ def load_policy_file(path: Path, catalog: MigCatalog | None = None) -> Policy:
 
 
 def default_policy_text() -> str:
-    return resources.files("webhook.policies").joinpath(DEFAULT_POLICY).read_text("utf-8")
+    return shipped_text(DEFAULT_POLICY)
 
 
 def load_default_policy() -> Policy:

@@ -9,11 +9,11 @@ the top of the policy file.
 from __future__ import annotations
 
 import json
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from webhook.policy.model import PolicySpec
+from webhook.policy.shipped import shipped_file
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_RESOURCE = "schema.json"
@@ -40,4 +40,4 @@ def policy_schema_text() -> str:
 
 def shipped_schema_path() -> Path:
     """Where the schema lives beside the shipped policies (policies/schema.json)."""
-    return Path(str(resources.files("webhook.policies").joinpath(SCHEMA_RESOURCE)))
+    return Path(str(shipped_file(SCHEMA_RESOURCE)))

@@ -1,0 +1,314 @@
+"""The `gpu-admission` command (webhook/cli/main.py), called through `main(argv)`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import webhook.service.serve
+from webhook.cli.main import main
+from webhook.policy import Policy
+from webhook.policy.load import default_policy_text
+from webhook.service.serve import ServeSettings
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+SHIPPED_POLICIES = [
+    REPOSITORY / "policies" / "default.yaml",
+    REPOSITORY / "policies" / "overflow.yaml",
+    REPOSITORY / "webhook" / "policies" / "default.yaml",
+    REPOSITORY / "webhook" / "policies" / "overflow.yaml",
+]
+
+
+def broken_default(tmp_path: Path, old: str, new: str, name: str = "broken.yaml") -> Path:
+    """The default policy with the first `old` replaced by `new`, written to a file."""
+    text = default_policy_text()
+    assert old in text, old
+    path = tmp_path / name
+    path.write_text(text.replace(old, new, 1), "utf-8")
+    return path
+
+
+def line_of(path: Path, fragment: str) -> int:
+    """The 1-based number of the line of `path` that contains `fragment`."""
+    lines = path.read_text("utf-8").splitlines()
+    [number] = [n for n, line in enumerate(lines, start=1) if fragment in line]
+    return number
+
+
+class TestPolicyValidate:
+    @pytest.mark.parametrize("path", SHIPPED_POLICIES, ids=lambda p: str(p.relative_to(REPOSITORY)))
+    def test_a_shipped_policy_validates_with_exit_code_0(
+        self, path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        code = main(["policy", "validate", str(path)])
+
+        out, err = capsys.readouterr()
+        assert code == 0
+        assert out == f"{path}: ok (2 pools, 2 classes)\n"
+        assert err == ""
+
+    def test_several_policies_are_validated_in_one_call(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        code = main(["policy", "validate", *map(str, SHIPPED_POLICIES[:2])])
+
+        out, _ = capsys.readouterr()
+        assert code == 0
+        assert out.splitlines() == [f"{p}: ok (2 pools, 2 classes)" for p in SHIPPED_POLICIES[:2]]
+
+    def test_a_yaml_syntax_error_is_reported_with_its_line_and_column(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        path = broken_default(tmp_path, "    gpusPerNode: 8\n", "\tgpusPerNode: 8\n")
+
+        code = main(["policy", "validate", str(path)])
+
+        _, err = capsys.readouterr()
+        assert code == 1
+        line = line_of(path, "\tgpusPerNode")
+        assert err == (
+            f"{path}: line {line}, column 1: not valid YAML: "
+            "found character '\\t' that cannot start any token\n"
+        )
+
+    def test_a_misplaced_colon_is_reported_at_its_column(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        path = broken_default(tmp_path, "kind: Policy\n", "kind: Policy: yes\n")
+
+        code = main(["policy", "validate", str(path)])
+
+        _, err = capsys.readouterr()
+        assert code == 1
+        line = line_of(path, "kind: Policy: yes")
+        assert f"{path}: line {line}, column 13: not valid YAML: " in err
+        assert "mapping values are not allowed here" in err
+
+    def test_an_unknown_field_is_reported_with_its_path(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        path = broken_default(tmp_path, "    mig: mixed", "    mig: mixed\n    migs: none")
+
+        code = main(["policy", "validate", str(path)])
+
+        _, err = capsys.readouterr()
+        assert code == 1
+        assert err == f"{path}: pools.inference.migs: Extra inputs are not permitted\n"
+
+    def test_a_class_naming_an_unknown_pool_is_reported_at_that_list_entry(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        path = broken_default(tmp_path, "pools: [inference]", "pools: [inferense]")
+
+        code = main(["policy", "validate", str(path)])
+
+        _, err = capsys.readouterr()
+        assert code == 1
+        assert err.startswith(f"{path}: classes.inference.pools[0]: ")
+        assert "inferense" in err
+
+    def test_a_missing_file_is_reported_and_fails(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        path = tmp_path / "absent.yaml"
+
+        code = main(["policy", "validate", str(path)])
+
+        _, err = capsys.readouterr()
+        assert code == 1
+        assert err.startswith(f"{path}: cannot read: ")
+
+    def test_the_mig_catalog_is_not_a_policy(self, capsys: pytest.CaptureFixture[str]) -> None:
+        path = REPOSITORY / "policies" / "mig-profiles.yaml"
+
+        code = main(["policy", "validate", str(path)])
+
+        _, err = capsys.readouterr()
+        assert code == 1
+        assert err.startswith(f"{path}: ")
+
+    def test_one_broken_file_fails_the_call_but_the_others_are_still_checked(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        broken = broken_default(tmp_path, "pools: [training]", "pools: [gpu]")
+        good = SHIPPED_POLICIES[0]
+
+        code = main(["policy", "validate", str(broken), str(good)])
+
+        out, err = capsys.readouterr()
+        assert code == 1
+        assert out == f"{good}: ok (2 pools, 2 classes)\n"
+        assert err.startswith(f"{broken}: classes.training.pools[0]: ")
+
+    def test_validate_without_files_is_a_usage_error(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        with pytest.raises(SystemExit) as exited:
+            main(["policy", "validate"])
+
+        assert exited.value.code == 2
+        assert "files" in capsys.readouterr().err
+
+
+class TestUsage:
+    @pytest.mark.parametrize("argv", [[], ["policy"]], ids=["no-command", "policy-alone"])
+    def test_a_missing_command_prints_help_and_exits_2(
+        self, argv: list[str], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        code = main(argv)
+
+        assert code == 2
+        assert "usage: gpu-admission" in capsys.readouterr().out
+
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[Policy, ServeSettings]]]:
+    """Calls `serve` would have received, instead of serving; logging restored afterwards."""
+    calls: list[tuple[Policy, ServeSettings]] = []
+    monkeypatch.setattr(webhook.service.serve, "serve", lambda p, s: calls.append((p, s)))
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield calls
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+class TestServe:
+    def test_serve_passes_its_options_and_the_embedded_policy_on(
+        self, served: list[tuple[Policy, ServeSettings]], tmp_path: Path
+    ) -> None:
+        cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+
+        code = main(
+            [
+                "serve",
+                "--host", "0.0.0.0",
+                "--port", "9443",
+                "--tls-cert", str(cert),
+                "--tls-key", str(key),
+                "--log-level", "debug",
+            ]
+        )  # fmt: skip
+
+        assert code == 0
+        [(policy, settings)] = served
+        assert policy.source == "policies/default.yaml (embedded)"
+        assert settings == ServeSettings(
+            host="0.0.0.0", port=9443, tls_cert=cert, tls_key=key, log_level="debug"
+        )
+
+    def test_serve_reads_the_policy_file_it_is_given_and_names_it_to_be_watched(
+        self, served: list[tuple[Policy, ServeSettings]]
+    ) -> None:
+        path = REPOSITORY / "policies" / "overflow.yaml"
+
+        assert main(["serve", "--policy", str(path)]) == 0
+
+        [(policy, settings)] = served
+        assert policy.source == str(path)
+        assert policy.classes["inference"].pools == ("inference", "training")
+        assert settings.policy_file == path
+        assert settings.reload_interval == 5.0
+
+    def test_serve_takes_the_reload_interval_in_seconds(
+        self, served: list[tuple[Policy, ServeSettings]]
+    ) -> None:
+        assert main(["serve", "--reload-interval", "0.5"]) == 0
+
+        [(_, settings)] = served
+        assert settings.reload_interval == 0.5
+
+    @pytest.mark.parametrize("interval", ["0", "-1", "soon"])
+    def test_a_reload_interval_that_is_not_a_positive_number_is_a_usage_error(
+        self,
+        served: list[tuple[Policy, ServeSettings]],
+        capsys: pytest.CaptureFixture[str],
+        interval: str,
+    ) -> None:
+        with pytest.raises(SystemExit) as exited:
+            main(["serve", "--reload-interval", interval])
+
+        assert exited.value.code == 2
+        assert served == []
+        assert "--reload-interval" in capsys.readouterr().err
+
+    @pytest.mark.parametrize("given", ["--tls-cert", "--tls-key"])
+    def test_serve_with_only_one_of_certificate_and_key_exits_2_without_serving(
+        self,
+        served: list[tuple[Policy, ServeSettings]],
+        capsys: pytest.CaptureFixture[str],
+        given: str,
+    ) -> None:
+        code = main(["serve", given, "/tmp/tls.pem"])
+
+        assert code == 2
+        assert served == []
+        assert "give both --tls-cert and --tls-key, or neither" in capsys.readouterr().err
+
+    def test_serve_refuses_a_broken_policy_with_exit_2_naming_file_path_and_reason(
+        self,
+        served: list[tuple[Policy, ServeSettings]],
+        capsys: pytest.CaptureFixture[str],
+        tmp_path: Path,
+    ) -> None:
+        path = broken_default(tmp_path, "pools: [training]", "pools: [trainig]")
+
+        code = main(["serve", "--policy", str(path)])
+
+        assert code == 2
+        assert served == []
+        err = capsys.readouterr().err
+        assert err.startswith(
+            f"gpu-admission: refusing to serve a broken policy: {path}: classes.training.pools[0]: "
+        )
+        assert "unknown pool 'trainig'" in err
+
+
+class TestServeInventory:
+    @pytest.fixture(autouse=True)
+    def outside_a_cluster(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+        monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
+
+    def test_outside_a_cluster_without_a_kubeconfig_the_inventory_is_off(
+        self, served: list[tuple[Policy, ServeSettings]]
+    ) -> None:
+        assert main(["serve"]) == 0
+
+        [(_, settings)] = served
+        assert settings.inventory is False
+
+    def test_a_kubeconfig_turns_the_inventory_on(
+        self, served: list[tuple[Policy, ServeSettings]], tmp_path: Path
+    ) -> None:
+        kubeconfig = tmp_path / "kubeconfig"
+
+        assert main(["serve", "--kubeconfig", str(kubeconfig)]) == 0
+
+        [(_, settings)] = served
+        assert (settings.inventory, settings.kubeconfig) == (True, kubeconfig)
+
+    def test_inside_a_cluster_the_inventory_is_on_unless_turned_off(
+        self, served: list[tuple[Policy, ServeSettings]], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+        monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+
+        assert main(["serve"]) == 0
+        assert main(["serve", "--no-inventory"]) == 0
+
+        [(_, on), (_, off)] = served
+        assert (on.inventory, on.kubeconfig) == (True, None)
+        assert off.inventory is False
+
+    def test_asking_for_the_inventory_outside_a_cluster_without_a_kubeconfig_exits_2(
+        self, served: list[tuple[Policy, ServeSettings]], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        assert main(["serve", "--inventory"]) == 2
+
+        assert served == []
+        assert "--inventory needs --kubeconfig outside a cluster" in capsys.readouterr().err

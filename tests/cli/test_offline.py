@@ -1,0 +1,349 @@
+"""`gpu-admission check`, `explain`, `policy schema` and `policy test` (webhook/cli/offline.py)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from webhook.cli.main import main
+from webhook.policy.load import default_policy_text
+from webhook.policy.schema import policy_schema_text
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+POLICIES = REPOSITORY / "policies"
+EXAMPLES = REPOSITORY / "examples"
+
+Capture = pytest.CaptureFixture[str]
+
+# The Deployment is the shipped example; the Job breaks the GPU-count rule.
+APP = (
+    (EXAMPLES / "inference-deployment.yaml").read_text("utf-8")
+    + """\
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: resnet-train
+spec:
+  template:
+    metadata:
+      labels: {gpu-admission.io/workload: training}
+    spec:
+      restartPolicy: Never
+      containers:
+        - name: trainer
+          image: registry.example/resnet-train:2.0
+          resources:
+            limits: {nvidia.com/gpu: 9}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: llm-server
+spec:
+  ports: [{port: 80}]
+"""
+)
+# Where the Job is reported: the line of its apiVersion, just after the marker.
+JOB_LINE = APP.splitlines().index("kind: Job")
+SERVICE_LINE = APP.splitlines().index("kind: Service")
+
+
+@pytest.fixture
+def manifest(tmp_path: Path) -> Path:
+    path = tmp_path / "app.yaml"
+    path.write_text(APP, "utf-8")
+    return path
+
+
+def stdin_of(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(text))
+
+
+class TestCheck:
+    def test_a_deployment_and_a_violating_job_are_each_shown_and_the_exit_status_is_1(
+        self, manifest: Path, capsys: Capture
+    ) -> None:
+        code = main(["check", str(manifest)])
+
+        out, err = capsys.readouterr()
+        assert code == 1
+        assert err == ""
+        assert (
+            f"{manifest}:1 Deployment 'llm-server' /spec/template: allowed (class inference)\n"
+            in out
+        )
+        assert (
+            f"{manifest}:{JOB_LINE} Job 'resnet-train' /spec/template: DENIED (class training)\n"
+            in out
+        )
+        assert (
+            "    FAIL  gpu-count: pod requests 9 nvidia.com/gpu; the largest node in pool training has 8;"
+            in out
+        )
+        assert (
+            f"{manifest}:{SERVICE_LINE} Service 'llm-server': skipped (v1 Service has no pod template)\n"
+            in out
+        )
+        assert out.endswith("2 pods: 1 allowed, 1 denied; 1 object skipped\n")
+
+    def test_allowed_manifests_exit_0(self, capsys: Capture) -> None:
+        files = [
+            EXAMPLES / "inference-deployment.yaml",
+            EXAMPLES / "training-job.yaml",
+            EXAMPLES / "cpu-pod.yaml",
+        ]
+
+        code = main(["check", *map(str, files)])
+
+        out, _ = capsys.readouterr()
+        assert code == 0
+        assert out.endswith("3 pods: 3 allowed, 0 denied\n")
+
+    def test_every_denied_example_is_denied(self, capsys: Capture) -> None:
+        files = sorted((EXAMPLES / "denied").glob("*.yaml"))
+
+        code = main(["check", "--output", "json", *map(str, files)])
+
+        report = json.loads(capsys.readouterr().out)
+        assert code == 1
+        assert [p["verdict"] for p in report["pods"]] == ["denied"] * len(files)
+
+    def test_a_dash_reads_the_manifest_from_standard_input(
+        self, monkeypatch: pytest.MonkeyPatch, capsys: Capture
+    ) -> None:
+        stdin_of(monkeypatch, APP)
+
+        code = main(["check", "-"])
+
+        out, _ = capsys.readouterr()
+        assert code == 1
+        assert f"-:{JOB_LINE} Job 'resnet-train' /spec/template: DENIED (class training)\n" in out
+
+    def test_json_output_is_a_check_report_with_each_pod_and_each_skipped_object(
+        self, manifest: Path, capsys: Capture
+    ) -> None:
+        code = main(["check", "--output", "json", str(manifest)])
+
+        report = json.loads(capsys.readouterr().out)
+        assert code == 1
+        assert (report["apiVersion"], report["kind"], report["allowed"]) == (
+            "gpu-admission.io/v1alpha1",
+            "CheckReport",
+            False,
+        )
+        assert report["policy"] == "policies/default.yaml (embedded)"
+        assert report["summary"] == {"pods": 2, "allowed": 1, "denied": 1, "skipped": 1}
+        deployment, job = report["pods"]
+        assert (deployment["object"]["kind"], deployment["template"], deployment["verdict"]) == (
+            "Deployment",
+            "/spec/template",
+            "allowed",
+        )
+        assert {
+            "op": "add",
+            "path": "/spec/priorityClassName",
+            "value": "inference-priority",
+        } in deployment["patch"]
+        assert "+  priorityClassName: inference-priority\n" in deployment["diff"]
+        assert [(p["pool"], p["model"], p["reachable"]) for p in deployment["placement"]] == [
+            ("inference", "A100", "yes"), ("training", "V100", "no"), ("training", "A100", "no"),
+        ]  # fmt: skip
+        assert (job["verdict"], job["message"][:40]) == (
+            "denied",
+            "gpu-admission denied pod 'resnet-train':",
+        )
+        assert [r["rule"] for r in job["rules"] if r["outcome"] == "fail"] == ["gpu-count"]
+        assert job["mutatedPod"]["spec"]["priorityClassName"] == "training-priority"
+        assert [s["object"]["kind"] for s in report["skipped"]] == ["Service"]
+
+    def test_yaml_output_holds_the_same_report_as_json(
+        self, manifest: Path, capsys: Capture
+    ) -> None:
+        main(["check", "-o", "json", str(manifest)])
+        as_json = json.loads(capsys.readouterr().out)
+
+        main(["check", "-o", "yaml", str(manifest)])
+        as_yaml = capsys.readouterr().out
+
+        assert "&id" not in as_yaml
+        assert yaml.safe_load(as_yaml) == as_json
+
+    def test_another_policy_changes_the_verdict(self, tmp_path: Path, capsys: Capture) -> None:
+        pod = tmp_path / "pod.yaml"
+        pod.write_text(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels: {gpu-admission.io/workload: inference}\n"
+            "spec:\n  containers: [{name: a, image: i, resources: {limits: {nvidia.com/gpu: 1}}}]\n",
+            "utf-8",
+        )
+
+        code = main(["check", "-o", "json", "--policy", str(POLICIES / "overflow.yaml"), str(pod)])
+
+        report = json.loads(capsys.readouterr().out)
+        assert code == 0
+        assert report["policy"] == str(POLICIES / "overflow.yaml")
+        assert [p["reachable"] for p in report["pods"][0]["placement"]] == ["yes", "yes", "yes"]
+
+    def test_broken_yaml_exits_2_naming_the_file_and_line(
+        self, tmp_path: Path, capsys: Capture
+    ) -> None:
+        broken = tmp_path / "broken.yaml"
+        broken.write_text("apiVersion: v1\nkind: Pod\nmetadata:\n  name: [p\nspec: {}\n", "utf-8")
+
+        code = main(["check", str(broken)])
+
+        out, err = capsys.readouterr()
+        assert code == 2
+        assert out == ""
+        assert err.startswith(f"gpu-admission: {broken}:5: not valid YAML: ")
+
+    def test_a_missing_file_exits_2(self, tmp_path: Path, capsys: Capture) -> None:
+        code = main(["check", str(tmp_path / "nowhere.yaml")])
+
+        assert code == 2
+        assert "nowhere.yaml: cannot read: " in capsys.readouterr().err
+
+    def test_a_broken_policy_exits_2(self, manifest: Path, tmp_path: Path, capsys: Capture) -> None:
+        policy = tmp_path / "policy.yaml"
+        policy.write_text("apiVersion: gpu-admission.io/v1alpha1\nkind: Policy\n", "utf-8")
+
+        code = main(["check", "--policy", str(policy), str(manifest)])
+
+        assert code == 2
+        assert capsys.readouterr().err.startswith(f"gpu-admission: {policy}: pools: Field required")
+
+    def test_an_unknown_output_format_is_a_usage_error(
+        self, manifest: Path, capsys: Capture
+    ) -> None:
+        with pytest.raises(SystemExit) as caught:
+            main(["check", "--output", "xml", str(manifest)])
+
+        assert caught.value.code == 2
+        assert "invalid choice: 'xml'" in capsys.readouterr().err
+
+
+class TestExplain:
+    def test_an_allowed_pod_is_explained_in_prose_with_exit_status_0(self, capsys: Capture) -> None:
+        code = main(["explain", str(EXAMPLES / "inference-deployment.yaml")])
+
+        out, _ = capsys.readouterr()
+        assert code == 0
+        assert out.startswith(
+            "inference pod of Deployment 'llm-server' (template /spec/template) would be admitted. "
+            "It would run on pool inference (A100), priority 1000000 (inference-priority); "
+            "it may not use pool training (V100, A100) because it does not tolerate "
+            "gpu-pool=training:NoSchedule"
+        )
+
+    def test_a_denied_pod_is_explained_with_its_reasons_and_exit_status_1(
+        self, capsys: Capture
+    ) -> None:
+        code = main(["explain", str(EXAMPLES / "denied" / "visible-devices.yaml")])
+
+        out, _ = capsys.readouterr()
+        assert code == 1
+        assert out.startswith(
+            "pod 'visible-devices' would be denied:\n  - visible-devices: container 'cuda' sets NVIDIA_VISIBLE_DEVICES=all"
+        )
+
+    def test_explain_takes_one_object(self, manifest: Path, capsys: Capture) -> None:
+        code = main(["explain", str(manifest)])
+
+        assert code == 2
+        assert capsys.readouterr().err == (
+            f"gpu-admission: explain takes one object; {manifest} holds 3 (gpu-admission check takes several)\n"
+        )
+
+    def test_an_object_without_a_template_has_nothing_to_explain(
+        self, monkeypatch: pytest.MonkeyPatch, capsys: Capture
+    ) -> None:
+        stdin_of(monkeypatch, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n")
+
+        code = main(["explain", "-"])
+
+        assert code == 0
+        assert (
+            capsys.readouterr().out
+            == "ConfigMap 'c': nothing to explain, v1 ConfigMap has no pod template\n"
+        )
+
+
+class TestPolicySchema:
+    def test_the_schema_is_written_where_asked(self, tmp_path: Path, capsys: Capture) -> None:
+        target = tmp_path / "schema.json"
+
+        code = main(["policy", "schema", "--output", str(target)])
+
+        assert code == 0
+        assert target.read_text("utf-8") == policy_schema_text()
+        assert capsys.readouterr().out == f"wrote {target}\n"
+
+    def test_a_dash_writes_the_schema_to_standard_output(self, capsys: Capture) -> None:
+        code = main(["policy", "schema", "--output", "-"])
+
+        assert code == 0
+        assert json.loads(capsys.readouterr().out)["title"] == "gpu-admission policy"
+
+
+class TestPolicyTest:
+    def test_the_shipped_cases_pass_with_one_line_each(self, capsys: Capture) -> None:
+        code = main(["policy", "test", str(POLICIES / "tests")])
+
+        lines = capsys.readouterr().out.splitlines()
+        cases = sorted(p.name for p in (POLICIES / "tests").glob("*.yaml"))
+        assert code == 0
+        assert lines == [f"PASS {name}" for name in cases] + [
+            f"{len(cases)} cases: {len(cases)} passed, 0 failed"
+        ]
+
+    def test_a_failing_case_is_named_with_why_and_the_exit_status_is_1(
+        self, tmp_path: Path, capsys: Capture
+    ) -> None:
+        case = yaml.safe_load(
+            (POLICIES / "tests" / "training-job-nine-gpus-denied.yaml").read_text("utf-8")
+        )
+        case["expect"] = "allowed"
+        (tmp_path / "nine.yaml").write_text(yaml.safe_dump(case), "utf-8")
+        (tmp_path / "cpu.yaml").write_text(
+            (POLICIES / "tests" / "cpu-pod-allowed.yaml").read_text("utf-8"), "utf-8"
+        )
+
+        code = main(["policy", "test", str(tmp_path)])
+
+        lines = capsys.readouterr().out.splitlines()
+        assert code == 1
+        assert lines[0] == "PASS cpu.yaml"
+        assert lines[1].startswith(
+            "FAIL nine.yaml: expected allowed, got denied (gpu-admission denied pod 'resnet-train': pod requests 9"
+        )
+        assert lines[2] == "2 cases: 1 passed, 1 failed"
+
+    def test_the_cases_run_against_the_policy_given(self, tmp_path: Path, capsys: Capture) -> None:
+        policy = tmp_path / "policy.yaml"
+        policy.write_text(
+            default_policy_text().replace("value: 1000000", "value: 2000000"), "utf-8"
+        )
+        cases = tmp_path / "cases"
+        cases.mkdir()
+        case = POLICIES / "tests" / "inference-pod-gets-priority-and-affinity.yaml"
+        (cases / case.name).write_text(case.read_text("utf-8"), "utf-8")
+
+        code = main(["policy", "test", "--policy", str(policy), str(cases)])
+
+        out = capsys.readouterr().out
+        assert code == 1
+        assert out.startswith(f"FAIL {case.name}: patch operation ")
+        assert (
+            "pods[0] is not in a mutated pod: spec.priority: expected 1000000, found 2000000\n"
+            in out
+        )
+
+    def test_a_folder_without_cases_is_a_usage_error(self, tmp_path: Path, capsys: Capture) -> None:
+        code = main(["policy", "test", str(tmp_path)])
+
+        assert code == 2
+        assert capsys.readouterr().err == f"gpu-admission: {tmp_path}: no test cases (*.yaml)\n"

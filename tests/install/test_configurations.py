@@ -1,0 +1,197 @@
+"""Webhook configurations rendered from the policy (webhook/install/configurations.py).
+
+The CEL matchConditions are compiled and evaluated by the real kube-apiserver
+in the end-to-end tests; here we check the shape and the scope.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from webhook.install.configurations import Endpoint, render_webhook_configurations
+from webhook.policy import load_default_policy
+
+POLICY = load_default_policy()
+
+
+@pytest.fixture
+def rendered() -> tuple[dict[str, Any], dict[str, Any]]:
+    return render_webhook_configurations(
+        POLICY,
+        Endpoint(ca_bundle="Q0E=", url="https://127.0.0.1:9443/"),
+        own_namespace="gpu-admission",
+    )
+
+
+def test_both_webhooks_call_their_path_with_the_ca_bundle(rendered: Any) -> None:
+    mutating, validating = rendered
+    assert mutating["webhooks"][0]["clientConfig"] == {
+        "caBundle": "Q0E=",
+        "url": "https://127.0.0.1:9443/mutate",
+    }
+    assert validating["webhooks"][0]["clientConfig"]["url"] == "https://127.0.0.1:9443/validate"
+
+
+def test_a_service_endpoint_names_service_namespace_path_and_port() -> None:
+    endpoint = Endpoint(
+        ca_bundle="x", service_name="gpu-admission", service_namespace="gpu-admission"
+    )
+    mutating, _ = render_webhook_configurations(POLICY, endpoint)
+    assert mutating["webhooks"][0]["clientConfig"]["service"] == {
+        "name": "gpu-admission",
+        "namespace": "gpu-admission",
+        "path": "/mutate",
+        "port": 443,
+    }
+
+
+def test_only_opted_in_namespaces_and_never_the_control_plane_or_our_own(rendered: Any) -> None:
+    for configuration in rendered:
+        selector = configuration["webhooks"][0]["namespaceSelector"]["matchExpressions"]
+        assert selector == [
+            {"key": "gpu-admission.io/enabled", "operator": "In", "values": ["true"]},
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": ["kube-system", "kube-node-lease", "gpu-admission"],
+            },
+        ]
+
+
+def test_mutation_at_pod_create_and_debug_containers_and_reinvoked_if_needed(
+    rendered: Any,
+) -> None:
+    hook = rendered[0]["webhooks"][0]
+    assert [(r["operations"], r["resources"]) for r in hook["rules"]] == [
+        (["CREATE"], ["pods"]),
+        (["UPDATE"], ["pods/ephemeralcontainers"]),
+    ]
+    assert (hook["reinvocationPolicy"], hook["sideEffects"]) == ("IfNeeded", "None")
+    assert hook["admissionReviewVersions"] == ["v1"]
+
+
+def test_validation_covers_pod_create_update_and_ephemeral_containers(rendered: Any) -> None:
+    rules = rendered[1]["webhooks"][0]["rules"]
+    assert [(r["operations"], r["resources"]) for r in rules] == [
+        (["CREATE", "UPDATE"], ["pods"]),
+        (["UPDATE"], ["pods/ephemeralcontainers"]),
+    ]
+
+
+def test_pod_updates_reach_validation_only_when_scheduling_fields_change(rendered: Any) -> None:
+    conditions = rendered[1]["webhooks"][0]["matchConditions"]
+    assert [c["name"] for c in conditions] == ["gpu-relevant-pod", "scheduling-changed"]
+    changed = conditions[1]["expression"]
+    for field in ("tolerations", "nodeSelector", "affinity", "schedulingGates"):
+        assert f"object.spec.{field} != oldObject.spec.{field}" in changed
+
+
+def test_the_match_condition_names_what_the_policy_cares_about(rendered: Any) -> None:
+    expression = rendered[0]["webhooks"][0]["matchConditions"][0]["expression"]
+    for part in (
+        "'gpu-admission.io/workload'",
+        "startsWith('nvidia.com/')",
+        "tolerations",
+        "'NVIDIA_VISIBLE_DEVICES'",
+        "(request.operation == 'CREATE' && (has(object.spec.nodeName) && "
+        "object.spec.nodeName != ''))",
+        "object.spec.priorityClassName in ['inference-priority', 'training-priority']",
+    ):
+        assert part in expression
+
+
+def test_failure_policy_is_explicit_and_timeout_small(rendered: Any) -> None:
+    for configuration in rendered:
+        hook = configuration["webhooks"][0]
+        assert (hook["failurePolicy"], hook["timeoutSeconds"]) == ("Fail", 3)
+
+
+def test_workloads_have_a_validating_webhook_of_their_own_at_create_and_update(
+    rendered: Any,
+) -> None:
+    pods, workloads, _ = rendered[1]["webhooks"]
+    assert (pods["name"], workloads["name"]) == (
+        "validate.gpu-admission.io",
+        "validate-workloads.gpu-admission.io",
+    )
+    assert workloads["clientConfig"]["url"] == "https://127.0.0.1:9443/validate"
+    assert [(r["apiGroups"], r["apiVersions"], r["resources"]) for r in workloads["rules"]] == [
+        (["apps"], ["v1"], ["deployments", "statefulsets", "daemonsets", "replicasets"]),
+        (["batch"], ["v1"], ["jobs", "cronjobs"]),
+        (["kubeflow.org"], ["*"], ["pytorchjobs", "tfjobs", "mpijobs"]),
+        (["ray.io"], ["*"], ["rayclusters", "rayjobs"]),
+        (["jobset.x-k8s.io"], ["*"], ["jobsets"]),
+        (["leaderworkerset.x-k8s.io"], ["*"], ["leaderworkersets"]),
+    ]
+    assert {tuple(r["operations"]) for r in workloads["rules"]} == {("CREATE", "UPDATE")}
+    assert (workloads["failurePolicy"], workloads["namespaceSelector"]) == (
+        "Fail",
+        pods["namespaceSelector"],
+    )
+
+
+def test_the_workload_condition_looks_into_each_kinds_templates(rendered: Any) -> None:
+    [condition] = rendered[1]["webhooks"][1]["matchConditions"]
+    expression = condition["expression"]
+    assert condition["name"] == "gpu-relevant-template"
+    for part in (
+        "has(object.spec.template) && ((has(object.spec.template.metadata)",
+        "has(object.spec.jobTemplate.spec.template) && ",
+        "object.spec.pytorchReplicaSpecs.exists(k0, [type(k0) == string ? ",
+        "'gpu-admission.io/workload' in object.spec.leaderWorkerTemplate.workerTemplate",
+        "(object.kind == 'CronJob' && object.apiVersion.startsWith('batch/'))",
+        "startsWith('nvidia.com/')",
+    ):
+        assert part in expression
+
+
+def test_a_policy_without_workload_kinds_still_covers_the_built_in_controllers() -> None:
+    policy = dataclasses.replace(POLICY, workload_kinds=())
+    _, validating = render_webhook_configurations(policy, Endpoint(ca_bundle="x", url="u"))
+    rules = validating["webhooks"][1]["rules"]
+    assert [r["apiGroups"] for r in rules] == [["apps"], ["batch"]]
+
+
+def test_autoscalers_have_a_validating_webhook_that_only_warns_and_fails_open(
+    rendered: Any,
+) -> None:
+    pods, _, autoscalers = rendered[1]["webhooks"]
+    assert autoscalers["name"] == "warn-autoscalers.gpu-admission.io"
+    assert autoscalers["clientConfig"]["url"] == "https://127.0.0.1:9443/validate"
+    assert autoscalers["rules"] == [
+        {
+            "operations": ["CREATE", "UPDATE"],
+            "apiGroups": ["autoscaling"],
+            "apiVersions": ["v1", "v2"],
+            "resources": ["horizontalpodautoscalers"],
+            "scope": "Namespaced",
+        },
+        {
+            "operations": ["CREATE", "UPDATE"],
+            "apiGroups": ["keda.sh"],
+            "apiVersions": ["v1alpha1"],
+            "resources": ["scaledobjects"],
+            "scope": "Namespaced",
+        },
+    ]
+    assert (autoscalers["failurePolicy"], autoscalers["sideEffects"]) == ("Ignore", "None")
+    assert autoscalers["timeoutSeconds"] == 3
+    assert autoscalers["namespaceSelector"] == pods["namespaceSelector"]
+    assert "matchConditions" not in autoscalers  # what it scales is only known from the cluster
+
+
+def test_every_webhook_but_the_autoscalers_one_fails_closed(rendered: Any) -> None:
+    policies = {
+        hook["name"]: hook["failurePolicy"]
+        for configuration in rendered
+        for hook in configuration["webhooks"]
+    }
+    assert policies == {
+        "mutate.gpu-admission.io": "Fail",
+        "validate.gpu-admission.io": "Fail",
+        "validate-workloads.gpu-admission.io": "Fail",
+        "warn-autoscalers.gpu-admission.io": "Ignore",
+    }

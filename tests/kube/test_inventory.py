@@ -1,0 +1,36 @@
+"""The parts of webhook.kube.inventory that need no cluster; the watcher itself is tested
+against a real kube-apiserver in tests/e2e/test_inventory.py."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client
+
+from webhook.engine.inventory import Inventory
+from webhook.kube.inventory import InventoryStatus, InventoryWatcher
+from webhook.kube.reflector import KindStatus
+
+
+def kind_status(synced: bool, current_at: float | None) -> KindStatus:
+    return KindStatus("nodes", synced, 0, current_at, None, int(synced), None)
+
+
+def test_inventory_status_is_synced_when_both_kinds_are() -> None:
+    assert InventoryStatus(kind_status(True, 1.0), kind_status(True, 1.0)).synced
+    assert not InventoryStatus(kind_status(True, 1.0), kind_status(False, None)).synced
+
+
+def test_a_watcher_not_started_knows_nothing() -> None:
+    watcher = InventoryWatcher(client.ApiClient())
+    assert watcher.current == Inventory(nodes=None, priority_classes=None)
+    status = watcher.status()
+    assert not status.synced
+    assert (status.nodes.kind, status.priority_classes.kind) == ("nodes", "priorityclasses")
+    assert watcher.sync_age_seconds() == {"nodes": None, "priorityclasses": None}
+    assert not watcher.running
+    watcher.stop()  # harmless when never started
+
+
+def test_watch_timeout_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="watch_timeout_seconds"):
+        InventoryWatcher(client.ApiClient(), watch_timeout_seconds=0)

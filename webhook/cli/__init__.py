@@ -1,0 +1,7 @@
+"""The `gpu-admission` command: argument parsing and exit codes, one module per command group.
+
+``main`` builds the parser; ``offline`` holds check, explain and the policy
+commands, ``certs`` the certificate commands, ``install`` install and
+uninstall, ``manifests`` the generated files of deploy/. Commands call the
+wings below and print; nothing imports the CLI.
+"""

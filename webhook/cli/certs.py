@@ -1,0 +1,234 @@
+"""`gpu-admission certs`: make the webhook's certificates, and renew them in a cluster.
+
+``generate`` writes a CA and a serving certificate for a Service to a directory and
+prints the ``caBundle``; ``rotate`` renews the serving certificate held in a Secret
+(and, on request, the CA) and keeps every webhook ``caBundle`` trusting it. Bad input
+exits 2 with one line on stderr saying what to change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+from pathlib import Path
+
+from webhook.install.configurations import NAME
+from webhook.tls.pki import (
+    ca_bundle,
+    create_ca,
+    existing_ca,
+    issue_service_certificate,
+    subject_alt_names,
+    write_key_pair,
+)
+from webhook.tls.rotation import DEFAULT_THRESHOLD, ca_common_name
+
+__all__ = ["add_certs_commands"]
+
+DEFAULT_OUT = Path("certs/dev")
+DEFAULT_DAYS = 365
+DEFAULT_CA_DAYS = 3650
+
+ROTATE_EPILOG = """\
+Secrets: NAME (type kubernetes.io/tls: tls.crt, tls.key, ca.crt), mounted by the pods,
+which reload it; NAME-ca (ca.crt, ca.key), mounted by nothing. From the files of
+`certs generate`:
+  kubectl -n NS create secret tls NAME --cert=tls.crt --key=tls.key
+  kubectl -n NS create secret generic NAME-ca --from-file=ca.crt --from-file=ca.key
+
+CA rotation takes two runs:
+  1. certs rotate --rotate-ca: a new CA is added to every caBundle next to the old one,
+     and the Secret gets a leaf from the new CA; both leaves are trusted meanwhile.
+  2. once every replica serves the new leaf (its Secret volume has been updated, up to
+     a minute or two, and it reloads within seconds), certs rotate --drop-old-ca leaves
+     only the new CA in the caBundles.
+"""
+
+
+def add_certs_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``certs generate`` and ``certs rotate`` to the ``gpu-admission`` parser."""
+    certs = commands.add_parser("certs", help="make and renew the webhook's certificates")
+    certs_commands = certs.add_subparsers(title="certs commands")
+
+    generate = certs_commands.add_parser(
+        "generate",
+        help="write a CA and a serving certificate for a Service; print the caBundle",
+        description="Write ca.crt, ca.key, tls.crt and tls.key (keys 0600) to --out, reusing "
+        "a CA already there; print the base64 caBundle on stdout, the rest on stderr.",
+    )
+    generate.add_argument("--service", required=True, help="the webhook's Service name")
+    generate.add_argument("--namespace", required=True, help="the Service's namespace")
+    generate.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help=f"directory (default: {DEFAULT_OUT}/)"
+    )
+    generate.add_argument(
+        "--days", type=int, default=DEFAULT_DAYS, help="serving certificate lifetime"
+    )
+    generate.add_argument("--ca-days", type=int, default=DEFAULT_CA_DAYS, help="new CA lifetime")
+    generate.add_argument(
+        "--dns", action="append", default=[], metavar="NAME", help="one more DNS name"
+    )
+    generate.add_argument(
+        "--ip", action="append", default=[], metavar="ADDRESS", help="one IP address"
+    )
+    generate.set_defaults(run=_generate)
+
+    rotate = certs_commands.add_parser(
+        "rotate",
+        help="renew the serving certificate in its Secret and update the caBundles",
+        description="Renew the leaf in the Secret when less than --threshold of its life is "
+        "left (or with --force), and make every gpu-admission webhook caBundle trust its CA.",
+        epilog=ROTATE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    rotate.add_argument(
+        "--kubeconfig", type=Path, help="kubeconfig file (default: in-cluster service account)"
+    )
+    rotate.add_argument("--namespace", required=True, help="namespace of the Secrets")
+    rotate.add_argument("--secret", required=True, help="the serving Secret (kubernetes.io/tls)")
+    rotate.add_argument("--ca-secret", help="the CA Secret (default: SECRET-ca)")
+    rotate.add_argument(
+        "--service", help="make sure the leaf covers this Service's names in NAMESPACE"
+    )
+    rotate.add_argument(
+        "--webhook-configuration",
+        default=NAME,
+        help=f"name of the Mutating- and ValidatingWebhookConfiguration (default: {NAME})",
+    )
+    rotate.add_argument(
+        "--threshold",
+        type=float,
+        default=DEFAULT_THRESHOLD,
+        help="renew when less than this fraction of the leaf's lifetime is left (default: 0.33)",
+    )
+    rotate.add_argument("--force", action="store_true", help="renew the leaf now")
+    rotate.add_argument("--days", type=int, default=DEFAULT_DAYS, help="new leaf lifetime")
+    rotate.add_argument("--ca-days", type=int, default=DEFAULT_CA_DAYS, help="new CA lifetime")
+    which_ca = rotate.add_mutually_exclusive_group()
+    which_ca.add_argument(
+        "--rotate-ca",
+        action="store_true",
+        help="new CA, trusted next to the old one, and a leaf from it",
+    )
+    which_ca.add_argument(
+        "--drop-old-ca",
+        action="store_true",
+        help="trust only the current CA (after --rotate-ca, once every replica serves the "
+        "new leaf)",
+    )
+    rotate.add_argument(
+        "--propagation-delay",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="wait between a caBundle change and a leaf that needs it (default: 5)",
+    )
+    rotate.set_defaults(run=_rotate)
+
+
+def _fail(command: str, message: str) -> int:
+    print(f"gpu-admission certs {command}: {message}", file=sys.stderr)
+    return 2
+
+
+def _generate(args: argparse.Namespace) -> int:
+    if args.days < 1:
+        return _fail("generate", f"--days must be at least 1, got {args.days}")
+    if args.ca_days <= args.days:
+        return _fail(
+            "generate",
+            f"--ca-days ({args.ca_days}) must be more than --days ({args.days}): "
+            "a CA must outlive the certificates it issues",
+        )
+    out: Path = args.out
+    now = dt.datetime.now(dt.UTC)
+    try:
+        found = existing_ca(out)
+        ca = found or create_ca(ca_common_name(now), days=args.ca_days)
+        serving = issue_service_certificate(
+            ca,
+            args.service,
+            args.namespace,
+            dns_names=args.dns,
+            ip_addresses=args.ip,
+            days=args.days,
+        )
+    except (ValueError, TypeError) as error:
+        return _fail("generate", str(error))
+    except OSError as error:
+        return _fail("generate", f"cannot read {out}: {error}")
+    # Written only once both are made, so bad input leaves no half-made directory.
+    try:
+        if found is None:
+            write_key_pair(out, "ca", ca)
+        cert_path, key_path = write_key_pair(out, "tls", serving)
+    except OSError as error:
+        return _fail("generate", f"cannot write to {out}: {error}")
+    ca_expiry = ca.certificate.not_valid_after_utc
+    leaf_expiry = serving.certificate.not_valid_after_utc
+    names, addresses = subject_alt_names(serving.certificate)
+    state = "created" if found is None else "reused"
+    _note(f"CA ({state}): {out / 'ca.crt'}, {out / 'ca.key'}; expires {ca_expiry:%Y-%m-%d}")
+    _note(f"serving certificate: {cert_path}, {key_path}; expires {leaf_expiry:%Y-%m-%d}")
+    _note(f"  covers: {', '.join([*names, *addresses])}")
+    if leaf_expiry >= ca_expiry:  # cut short to the CA's expiry
+        _note(
+            f"warning: the CA expires first, so the serving certificate ends with it on "
+            f"{leaf_expiry:%Y-%m-%d}; rotate the CA (certs rotate --rotate-ca)"
+        )
+    _note("caBundle for the webhook configurations, on stdout:")
+    print(ca_bundle(ca.certificate))
+    return 0
+
+
+def _note(line: str) -> None:
+    """What a person reads goes to stderr, so stdout holds only the caBundle:
+    ``CA_BUNDLE=$(gpu-admission certs generate ...)`` works."""
+    print(line, file=sys.stderr)
+
+
+def _rotate(args: argparse.Namespace) -> int:
+    # The Kubernetes client is imported only for the command that needs it.
+    from kubernetes.client.exceptions import ApiException
+
+    from webhook.kube.client import api_client
+    from webhook.kube.secrets import KubeCertificateStore
+    from webhook.tls.rotation import RotationError, RotationRequest, rotate
+
+    try:
+        request = RotationRequest(
+            namespace=args.namespace,
+            secret=args.secret,
+            ca_secret=args.ca_secret or f"{args.secret}-ca",
+            service=args.service,
+            threshold=args.threshold,
+            force=args.force,
+            rotate_ca=args.rotate_ca,
+            drop_old_ca=args.drop_old_ca,
+            days=args.days,
+            ca_days=args.ca_days,
+            propagation_delay=args.propagation_delay,
+        )
+    except ValueError as error:
+        return _fail("rotate", str(error))
+    try:
+        api = api_client(args.kubeconfig)
+    except Exception as error:  # the config loaders raise several unrelated types
+        return _fail("rotate", f"cannot reach the cluster: {error}")
+    try:
+        store = KubeCertificateStore(api, args.namespace, args.webhook_configuration)
+        report = rotate(store, request)
+    except (RotationError, ValueError) as error:
+        return _fail("rotate", str(error))
+    except ApiException as error:
+        print(
+            f"gpu-admission certs rotate: the API server refused: {error.status} {error.reason}",
+            file=sys.stderr,
+        )
+        return 1
+    finally:
+        api.close()
+    for line in report.lines:
+        print(line)
+    return 0

@@ -1,0 +1,199 @@
+"""The `install` and `uninstall` commands."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from webhook.errors import PolicyError
+from webhook.install.configurations import NAME as WEBHOOK_CONFIGURATION
+from webhook.install.plan import (
+    CA_SECRET,
+    DEPLOYMENT,
+    NAMESPACE,
+    SERVICE,
+    TLS_SECRET,
+    WEBHOOK_KINDS,
+    InstallError,
+    base_objects,
+    current_ca_bundle,
+    render_install,
+)
+from webhook.policy import load_policy_text
+from webhook.policy.load import default_policy_text
+from webhook.tls.pki import create_ca, issue_serving_certificate, service_dns_names
+from webhook.tls.rotation import (
+    CA_SECRET_TYPE,
+    TLS_SECRET_TYPE,
+    RotationRequest,
+    ca_common_name,
+    rotate,
+)
+
+DEFAULT_WAIT_SECONDS = 300
+
+
+def add_install_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    install = commands.add_parser(
+        "install",
+        help="install gpu-admission into a cluster (certificates, objects, webhooks)",
+        description="Install gpu-admission into the namespace gpu-admission: generate or "
+        "reuse certificates, apply deploy/base with the caBundle filled, wait until ready.",
+    )
+    install.add_argument("--kubeconfig", type=Path, help="default: in-cluster credentials")
+    install.add_argument("--policy", type=Path, help="policy YAML (default: the embedded one)")
+    install.add_argument("--image", help="container image (default: the one in deploy/base)")
+    install.add_argument(
+        "--wait",
+        type=float,
+        default=DEFAULT_WAIT_SECONDS,
+        metavar="SECONDS",
+        help=f"wait this long for an available replica; 0 to not wait "
+        f"(default {DEFAULT_WAIT_SECONDS})",
+    )
+    install.set_defaults(run=_install)
+
+    uninstall = commands.add_parser(
+        "uninstall",
+        help="remove gpu-admission from a cluster, webhook configurations first",
+    )
+    uninstall.add_argument("--kubeconfig", type=Path, help="default: in-cluster credentials")
+    uninstall.add_argument(
+        "--keep-priority-classes",
+        action="store_true",
+        help="keep inference-priority and training-priority (pods may still use them)",
+    )
+    uninstall.set_defaults(run=_uninstall)
+
+
+def _install(args: argparse.Namespace) -> int:
+    from webhook.kube.client import (
+        ApiException,
+        api_client,
+        api_error_message,
+        apply_webhook_configurations,
+        deployment_availability,
+        server_side_apply,
+    )
+    from webhook.kube.secrets import KubeCertificateStore
+
+    try:
+        policy_text = args.policy.read_text("utf-8") if args.policy else default_policy_text()
+        source = str(args.policy) if args.policy else "policies/default.yaml (embedded)"
+        policy = load_policy_text(policy_text, source)
+    except (OSError, PolicyError) as error:
+        print(f"gpu-admission install: {error}", file=sys.stderr)
+        return 2
+    api = api_client(args.kubeconfig)
+    try:
+        namespace = next(o for o in base_objects() if o["kind"] == "Namespace")
+        server_side_apply(api, [namespace])
+        store = KubeCertificateStore(api, NAMESPACE, WEBHOOK_CONFIGURATION)
+        for line in _ensure_certificates(store):
+            print(line)
+        ca_secret = store.read_secret(CA_SECRET)
+        assert ca_secret is not None
+        bundle = current_ca_bundle(ca_secret, list(store.read_ca_bundles().values()))
+        plan = render_install(policy, policy_text, bundle, image=args.image)
+        for applied in server_side_apply(api, plan.objects):
+            print(f"applied {applied}")
+        apply_webhook_configurations(api, plan.mutating, plan.validating)
+        print(f"applied the webhook configurations {WEBHOOK_CONFIGURATION}")
+        if args.wait > 0:
+            _wait_available(lambda: deployment_availability(api, NAMESPACE, DEPLOYMENT), args.wait)
+    except InstallError as error:
+        print(f"gpu-admission install: {error}", file=sys.stderr)
+        return 1
+    except ApiException as error:
+        print(f"gpu-admission install: {api_error_message(error)}", file=sys.stderr)
+        return 1
+    finally:
+        api.close()
+    return 0
+
+
+def _ensure_certificates(store: Any) -> list[str]:
+    """Create the CA and serving Secrets when missing; otherwise renew the leaf if due."""
+    lines = []
+    ca_secret = store.read_secret(CA_SECRET)
+    serving = store.read_secret(TLS_SECRET)
+    if ca_secret is None and serving is not None:
+        raise InstallError(
+            f"{store.where(TLS_SECRET)} exists but its CA Secret {store.where(CA_SECRET)} "
+            "does not; restore it, or delete the serving Secret to start afresh"
+        )
+    if ca_secret is None:
+        ca = create_ca(ca_common_name(dt.datetime.now(dt.UTC)))
+        store.write_secret(
+            CA_SECRET, {"ca.crt": ca.cert_pem(), "ca.key": ca.key_pem()}, CA_SECRET_TYPE
+        )
+        leaf = issue_serving_certificate(
+            ca, SERVICE, dns_names=service_dns_names(SERVICE, NAMESPACE)
+        )
+        store.write_secret(
+            TLS_SECRET,
+            {"tls.crt": leaf.cert_pem(), "tls.key": leaf.key_pem(), "ca.crt": ca.cert_pem()},
+            TLS_SECRET_TYPE,
+        )
+        lines.append(f"created a CA and a serving certificate in {store.where(TLS_SECRET)}")
+        return lines
+    request = RotationRequest(
+        namespace=NAMESPACE,
+        secret=TLS_SECRET,
+        ca_secret=CA_SECRET,
+        service=SERVICE,
+        propagation_delay=0,
+    )
+    lines.extend(rotate(store, request).lines)
+    return lines
+
+
+def _wait_available(availability: Any, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    available, desired = availability()
+    while available < 1:
+        if time.monotonic() > deadline:
+            raise InstallError(
+                f"no replica of {NAMESPACE}/{DEPLOYMENT} became available in {seconds:g}s "
+                f"({available}/{desired}); see `kubectl -n {NAMESPACE} describe deployment "
+                f"{DEPLOYMENT}`. The webhooks are installed and fail closed for GPU pods in "
+                "opted-in namespaces until a replica is ready"
+            )
+        time.sleep(2)
+        available, desired = availability()
+    print(f"{NAMESPACE}/{DEPLOYMENT}: {available}/{desired} replicas available")
+
+
+def _uninstall(args: argparse.Namespace) -> int:
+    from webhook.kube.client import (
+        ApiException,
+        api_client,
+        api_error_message,
+        delete_objects,
+        delete_webhook_configurations,
+    )
+
+    api = api_client(args.kubeconfig)
+    try:
+        # Webhook configurations first: nothing may call a service that is going away.
+        delete_webhook_configurations(api, WEBHOOK_CONFIGURATION)
+        print(f"deleted the webhook configurations {WEBHOOK_CONFIGURATION}")
+        leftovers = [
+            o
+            for o in reversed(base_objects())
+            if not (args.keep_priority_classes and o["kind"] == "PriorityClass")
+            and o["kind"] not in WEBHOOK_KINDS
+        ]
+        # Deleting the namespace removes the Secrets, ConfigMap and pods with it.
+        for deleted in delete_objects(api, leftovers):
+            print(f"deleted {deleted}")
+    except ApiException as error:
+        print(f"gpu-admission uninstall: {api_error_message(error)}", file=sys.stderr)
+        return 1
+    finally:
+        api.close()
+    return 0

@@ -1,0 +1,61 @@
+"""`gpu-admission manifests`: rewrite or check the files of deploy/ generated from the package."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from webhook.errors import PolicyError
+from webhook.install.manifests import SYNC_COMMAND, stale_files, sync, webhooks_yaml
+from webhook.policy import load_default_policy, load_policy_file
+
+
+def add_manifest_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `manifests sync` and `manifests webhooks` to the gpu-admission command."""
+    manifests = commands.add_parser("manifests", help="the kustomize tree in deploy/")
+    manifest_commands = manifests.add_subparsers(title="manifests commands")
+
+    sync_parser = manifest_commands.add_parser(
+        "sync", help="rewrite the files of deploy/ generated from the package"
+    )
+    sync_parser.add_argument("--deploy-dir", type=Path, default=Path("deploy"))
+    sync_parser.add_argument(
+        "--check", action="store_true", help="only list stale files; exit 1 if there are any"
+    )
+    sync_parser.set_defaults(run=_sync)
+
+    webhooks = manifest_commands.add_parser(
+        "webhooks", help="print the webhook configurations for the in-cluster Service"
+    )
+    webhooks.add_argument("--policy", type=Path, help="policy YAML (default: the embedded one)")
+    webhooks.set_defaults(run=_webhooks)
+
+
+def _sync(args: argparse.Namespace) -> int:
+    deploy_dir: Path = args.deploy_dir
+    if not (deploy_dir / "kustomization.yaml").is_file():
+        print(
+            f"gpu-admission: {deploy_dir} is not the deploy/ directory (no kustomization.yaml)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.check:
+        stale = stale_files(deploy_dir)
+        for path in stale:
+            print(f"{path}: stale, run `{SYNC_COMMAND}`")
+        return 1 if stale else 0
+    for path in sync(deploy_dir):
+        print(f"{path}: written")
+    return 0
+
+
+def _webhooks(args: argparse.Namespace) -> int:
+    try:
+        policy = load_default_policy() if args.policy is None else load_policy_file(args.policy)
+    except PolicyError as error:
+        print(error, file=sys.stderr)
+        return 2
+    header = f"# Rendered by `gpu-admission manifests webhooks` from {policy.source}.\n"
+    sys.stdout.write(webhooks_yaml(policy, header))
+    return 0

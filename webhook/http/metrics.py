@@ -1,0 +1,205 @@
+"""Prometheus metrics of the service, served on ``GET /metrics`` of the metrics port.
+
+Every ``Metrics`` has its own ``CollectorRegistry``, so each app (and each test) counts
+only what it saw. The series:
+
+- ``gpu_admission_requests_total{webhook,operation,decision,rule}``: reviews answered;
+  ``decision`` is ``allowed``, ``denied`` or ``error`` (the engine failed, or the body
+  was not an AdmissionReview). A denial counts once per violated enforced rule, with
+  ``rule`` naming it; an admission or an error counts once with ``rule=""``. Besides,
+  any review counts once per rule in ``warn`` mode under ``decision="warned"`` and
+  once per rule in ``audit`` mode under ``decision="audited"``, and a review skipped
+  by a policy exemption once under ``decision="exempted"`` (``rule=""``); so
+  ``allowed`` plus ``denied`` (by review) is still every answered review.
+- ``gpu_admission_review_duration_seconds{webhook}``: time to answer one review.
+- ``gpu_admission_policy_reloads_total{result}``: new policy file contents tried,
+  ``success`` or ``failure``.
+- ``gpu_admission_policy_valid``: 1 while the policy file compiles, 0 while the last
+  good policy serves in place of a broken file.
+- ``gpu_admission_policy_last_reload_timestamp_seconds``: when the policy serving now
+  was loaded.
+- ``gpu_admission_connections_cut_total{reason}``: connections the server closed on its
+  own (``webhook.http.limits``): ``idle``, ``head_timeout``, ``head_too_large``,
+  ``body_timeout``, ``evicted`` (an older connection waiting for a request, closed to
+  make room) or ``no_room`` (a new connection while every other one was busy).
+- ``gpu_admission_certificate_expiry_timestamp_seconds``: when the serving certificate
+  expires (once ``watch_certificate`` is given the served certificate).
+- ``gpu_admission_inventory_synced{kind}``: 1 once the live cache of ``nodes`` or
+  ``priorityclasses`` has listed them, 0 while the policy's static figures serve
+  instead (only with the live inventory on, see ``watch_inventory``).
+- ``gpu_admission_inventory_sync_age_seconds{kind}``: seconds since that cache was last
+  known current (a list, a watch event or bookmark, or a watch that ended normally);
+  +Inf before its first sync.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+from webhook.tls.served import CertificateState
+
+__all__ = ["CONTENT_TYPE", "DURATION_BUCKETS", "Metrics"]
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+#: A review takes well under a millisecond on a warm engine; the top buckets catch a
+#: starved process long before kube-apiserver's timeout (3 s as shipped).
+DURATION_BUCKETS = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+)
+
+
+class Metrics:
+    """The service's series, in a registry of their own."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "gpu_admission_requests",
+            "Admission reviews answered, by webhook, operation, decision and violated rule.",
+            ["webhook", "operation", "decision", "rule"],
+            registry=self.registry,
+        )
+        self.review_duration = Histogram(
+            "gpu_admission_review_duration_seconds",
+            "Seconds to answer one admission review.",
+            ["webhook"],
+            buckets=DURATION_BUCKETS,
+            registry=self.registry,
+        )
+        self.policy_reloads = Counter(
+            "gpu_admission_policy_reloads",
+            "New policy file contents tried, by result.",
+            ["result"],
+            registry=self.registry,
+        )
+        self.policy_valid = Gauge(
+            "gpu_admission_policy_valid",
+            "1 while the policy file compiles; 0 while the last good policy serves instead.",
+            registry=self.registry,
+        )
+        self.policy_last_reload = Gauge(
+            "gpu_admission_policy_last_reload_timestamp_seconds",
+            "Unix time the policy serving now was loaded.",
+            registry=self.registry,
+        )
+        for result in ("success", "failure"):
+            self.policy_reloads.labels(result=result)
+        self.connections_cut = Counter(
+            "gpu_admission_connections_cut",
+            "Connections the server closed on its own, by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.policy_valid.set(1)
+        self.policy_last_reload.set(time.time())
+
+    def review(
+        self,
+        webhook: str,
+        operation: str,
+        decision: str,
+        rules: Sequence[str],
+        seconds: float,
+        flagged: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        """Count one answered review: once per rule in ``rules``, once if there are none;
+        then once per ``(decision, rule)`` in ``flagged`` (warned, audited, exempted)."""
+        for rule in rules or ("",):
+            self.requests.labels(
+                webhook=webhook, operation=operation, decision=decision, rule=rule
+            ).inc()
+        for flag, rule in flagged:
+            self.requests.labels(
+                webhook=webhook, operation=operation, decision=flag, rule=rule
+            ).inc()
+        self.review_duration.labels(webhook=webhook).observe(seconds)
+
+    def expect_cuts(self, reasons: Sequence[str]) -> None:
+        """Show ``reasons`` at 0 until a connection is cut off for them."""
+        for reason in reasons:
+            self.connections_cut.labels(reason=reason)
+
+    def connection_cut(self, reason: str) -> None:
+        """The server closed a connection on its own (a timeout, a cap)."""
+        self.connections_cut.labels(reason=reason).inc()
+
+    def policy_in_use(self, at: float) -> None:
+        """A valid policy loaded at ``at`` serves (at start, or after a reload)."""
+        self.policy_valid.set(1)
+        self.policy_last_reload.set(at)
+
+    def policy_loaded(self, at: float) -> None:
+        """A changed policy file compiled and now serves."""
+        self.policy_reloads.labels(result="success").inc()
+        self.policy_in_use(at)
+
+    def policy_refused(self) -> None:
+        """A changed policy file did not compile; the last good policy keeps serving."""
+        self.policy_reloads.labels(result="failure").inc()
+        self.policy_valid.set(0)
+
+    def watch_certificate(self, state: CertificateState) -> None:
+        """Report the expiry of whichever certificate ``state`` holds when scraped (an app
+        serving no certificate of its own, as in tests, has no such series)."""
+        expiry = Gauge(
+            "gpu_admission_certificate_expiry_timestamp_seconds",
+            "Unix time the serving certificate expires.",
+            registry=self.registry,
+        )
+        expiry.set_function(lambda: state.not_after.timestamp())
+
+    def watch_inventory(self, ages: Callable[[], Mapping[str, float | None]]) -> None:
+        """Report the live inventory: ``ages()`` gives, by kind, the seconds since the
+        cache was known current, None for a kind never synced."""
+        synced = Gauge(
+            "gpu_admission_inventory_synced",
+            "1 once the live cache of this kind has synced; 0 while static figures serve.",
+            ["kind"],
+            registry=self.registry,
+        )
+        age = Gauge(
+            "gpu_admission_inventory_sync_age_seconds",
+            "Seconds since the live cache of this kind was last known current.",
+            ["kind"],
+            registry=self.registry,
+        )
+        for kind in ages():
+            synced.labels(kind=kind).set_function(functools.partial(_synced, ages, kind))
+            age.labels(kind=kind).set_function(functools.partial(_age, ages, kind))
+
+    def exposition(self) -> bytes:
+        """The text format Prometheus scrapes."""
+        return generate_latest(self.registry)
+
+
+def _synced(ages: Callable[[], Mapping[str, float | None]], kind: str) -> float:
+    return 0.0 if ages().get(kind) is None else 1.0
+
+
+def _age(ages: Callable[[], Mapping[str, float | None]], kind: str) -> float:
+    age = ages().get(kind)
+    return float("inf") if age is None else age

@@ -1,0 +1,310 @@
+"""The Mutating- and ValidatingWebhookConfiguration of gpu-admission, rendered from a policy.
+
+One renderer serves the end-to-end tests (clientConfig.url), `install` and the
+kustomize base (clientConfig.service), so the scope a cluster sees is the scope
+the tests prove:
+
+- namespaces opt in with the policy's label; kube-system, kube-node-lease and
+  the service's own namespace are never in scope, so the webhooks cannot block
+  the control plane nor their own restart;
+- matchConditions (CEL) send only pods the policy can have an opinion on: a
+  workload label, a `nvidia.com/` resource, a toleration that could match a GPU
+  pool's taint, the visible-devices variable, a node named by hand, or a
+  PriorityClass of the policy's classes. Every other pod is admitted without
+  calling us, even when we are down;
+- pods are mutated at CREATE, and when debug containers are added (the
+  `ephemeralcontainers` subresource, to hide the node's GPUs from them); they are
+  validated at CREATE, when debug containers are added, and at UPDATEs that change
+  where they can land (tolerations; selector, affinity and gates of a gated pod);
+- workloads (Deployment ... CronJob, and the policy's kinds such as PyTorchJob)
+  go to a validating webhook of their own, at CREATE and UPDATE, whose
+  condition looks for the same markers in their pod templates
+  (webhook.install.conditions). Rules for kinds a cluster does not serve are
+  accepted by kube-apiserver and simply never match;
+- autoscalers (HorizontalPodAutoscaler, KEDA ScaledObject) go to a validating
+  webhook that only ever warns (webhook.engine.autoscalers): it fails open and
+  sends every autoscaler of an opted-in namespace, since whether one scales GPU
+  pods is only known from its target.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.engine.templates import CONTROLLER_KINDS
+from webhook.install.conditions import workload_condition
+from webhook.policy import Policy
+
+NAME = "gpu-admission"
+MUTATING_WEBHOOK = "mutate.gpu-admission.io"
+VALIDATING_WEBHOOK = "validate.gpu-admission.io"
+WORKLOAD_WEBHOOK = "validate-workloads.gpu-admission.io"
+AUTOSCALER_WEBHOOK = "warn-autoscalers.gpu-admission.io"
+ALWAYS_EXEMPT_NAMESPACES = ("kube-system", "kube-node-lease")
+
+# Fail closed on every webhook that can deny: within its scope (opted-in namespaces, GPU-relevant
+# pods), a pod admitted without our mutation would run at priority 0 on no
+# pool, and without validation could borrow priorities or see every GPU.
+# The narrow scope above is what keeps fail-closed from blocking the cluster.
+# Workloads fail closed too: their pods would be refused at creation anyway.
+FAILURE_POLICY = "Fail"
+# The autoscaler webhook never denies, so failing closed would only block autoscalers.
+AUTOSCALER_FAILURE_POLICY = "Ignore"
+
+AUTOSCALER_RULES: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("autoscaling", ("v1", "v2"), "horizontalpodautoscalers"),
+    ("keda.sh", ("v1alpha1",), "scaledobjects"),
+)
+"""(API group, versions, resource) of each autoscaler kind the webhook warns of."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where kube-apiserver reaches the service: a URL, or a Service in the cluster."""
+
+    ca_bundle: str
+    url: str | None = None
+    service_name: str | None = None
+    service_namespace: str | None = None
+    service_port: int = 443
+
+    def client_config(self, path: str) -> dict[str, Any]:
+        config: dict[str, Any] = {"caBundle": self.ca_bundle}
+        if self.url is not None:
+            config["url"] = self.url.rstrip("/") + path
+        else:
+            config["service"] = {
+                "name": self.service_name,
+                "namespace": self.service_namespace,
+                "path": path,
+                "port": self.service_port,
+            }
+        return config
+
+
+def gpu_relevance_condition(policy: Policy, root: str = "object") -> str:
+    """CEL: true for a pod (or the pod template at `root`) the policy can have an opinion on."""
+    env = policy.visible_devices_env
+    spec = f"{root}.spec"
+    container_lists = ("containers", "initContainers", "ephemeralContainers")
+    # Every resource of a GPU domain (nvidia.com/, and those of the policy's other GPU
+    # names), so a GPU resource the policy does not know yet still reaches it.
+    names = (policy.gpu_resource, policy.mig_prefix, *sorted(policy.other_gpu_resources))
+    domains = dict.fromkeys(name.split("/")[0] + "/" for name in names)
+    named_ours = f"exists(r, {' || '.join(f'r.startsWith({d!r})' for d in domains)})"
+    resource_checks = " || ".join(
+        f"(has({spec}.{lst}) && {spec}.{lst}.exists(c, has(c.resources) && "
+        f"((has(c.resources.limits) && c.resources.limits.{named_ours}) || "
+        f"(has(c.resources.requests) && c.resources.requests.{named_ours}))))"
+        for lst in container_lists[:2]
+    )
+    env_checks = " || ".join(
+        f"(has({spec}.{lst}) && {spec}.{lst}.exists(c, has(c.env) && "
+        f"c.env.exists(e, e.name == '{env}')))"
+        for lst in container_lists
+    )
+    # kube-apiserver's DefaultTolerationSeconds plugin gives every pod tolerations
+    # for not-ready/unreachable before webhooks run; only tolerations that could
+    # match a GPU pool's taint (or every taint) make a pod our business.
+    taint_keys = ", ".join(f"'{key}'" for key in dict.fromkeys(t.key for t in policy.gpu_taints))
+    toleration_check = (
+        f"(has({spec}.tolerations) && {spec}.tolerations.exists(t, "
+        f"!has(t.key) || t.key == '' || t.key in [{taint_keys}]))"
+    )
+    labelled = (
+        f"(has({root}.metadata) && has({root}.metadata.labels) && "
+        f"'{policy.workload_label}' in {root}.metadata.labels)"
+    )
+    # A pod bound by hand skips the scheduler and so the pools' taints; only the
+    # service knows which nodes are GPU nodes, so every such pod is ours to judge. Only
+    # at a pod's CREATE: every pod has a node once scheduled, and its later updates
+    # (a debug container, a label) must not all need the service. A template is
+    # judged at its workload's CREATE and UPDATE alike, so there it always counts.
+    bound = f"(has({spec}.nodeName) && {spec}.nodeName != '')"
+    bound_check = f"(request.operation == 'CREATE' && {bound})" if root == "object" else bound
+    # Only the policy's classes may run at their PriorityClasses, labelled or not.
+    classes = ", ".join(f"'{name}'" for name in sorted(policy.governed_priority_classes))
+    priority_check = f"(has({spec}.priorityClassName) && {spec}.priorityClassName in [{classes}])"
+    spec_checks = " || ".join(
+        [resource_checks, toleration_check, env_checks, bound_check, priority_check]
+    )
+    return f"{labelled} || (has({spec}) && ({spec_checks}))"
+
+
+SCHEDULING_FIELDS = ("tolerations", "nodeSelector", "affinity", "schedulingGates")
+"""What of a pod's spec may change after its CREATE and changes where it can land:
+tolerations may be added to any pod; a pod with scheduling gates may get its node
+selector and affinity narrowed, and its gates removed."""
+
+
+def scheduling_change_condition() -> str:
+    """CEL: true for anything but an update of a pod itself that leaves where it can land
+    as it was; labels, annotations, images and the like are not ours to judge again."""
+    changed = " || ".join(
+        f"(has(object.spec.{f}) != has(oldObject.spec.{f})) || "
+        f"(has(object.spec.{f}) && object.spec.{f} != oldObject.spec.{f})"
+        for f in SCHEDULING_FIELDS
+    )
+    return (
+        "request.operation != 'UPDATE' || "
+        "(has(request.subResource) && request.subResource != '') || "
+        f"{changed}"
+    )
+
+
+def namespace_selector(policy: Policy, own_namespace: str | None) -> dict[str, Any]:
+    key, value = policy.namespace_opt_in
+    exempt = [*ALWAYS_EXEMPT_NAMESPACES, *([own_namespace] if own_namespace else [])]
+    return {
+        "matchExpressions": [
+            {"key": key, "operator": "In", "values": [value]},
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": exempt},
+        ]
+    }
+
+
+def _webhook(
+    name: str,
+    path: str,
+    rules: list[dict[str, Any]],
+    policy: Policy,
+    endpoint: Endpoint,
+    own_namespace: str | None,
+    timeout_seconds: int,
+    conditions: tuple[tuple[str, str], ...] | None = None,
+) -> dict[str, Any]:
+    conditions = conditions or (("gpu-relevant-pod", gpu_relevance_condition(policy)),)
+    return {
+        "name": name,
+        "clientConfig": endpoint.client_config(path),
+        "rules": rules,
+        "namespaceSelector": namespace_selector(policy, own_namespace),
+        "matchConditions": [{"name": n, "expression": e} for n, e in conditions],
+        "failurePolicy": FAILURE_POLICY,
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+        "timeoutSeconds": timeout_seconds,
+        "matchPolicy": "Equivalent",
+    }
+
+
+def _pod_rule(operations: list[str], resource: str = "pods") -> dict[str, Any]:
+    return {
+        "operations": operations,
+        "apiGroups": [""],
+        "apiVersions": ["v1"],
+        "resources": [resource],
+        "scope": "Namespaced",
+    }
+
+
+def workload_rules(policy: Policy) -> list[dict[str, Any]]:
+    """CREATE and UPDATE of the built-in controllers and the policy's workload kinds, by group."""
+    resources: dict[tuple[str, str], list[str]] = {}
+    for kind in CONTROLLER_KINDS:
+        resources.setdefault((kind.group, "v1"), []).append(kind.resource)
+    for kind in policy.workload_kinds:
+        resources.setdefault((kind.group, "*"), []).append(kind.resource)
+    return [
+        {
+            "operations": ["CREATE", "UPDATE"],
+            "apiGroups": [group],
+            "apiVersions": [version],
+            "resources": names,
+            "scope": "Namespaced",
+        }
+        for (group, version), names in resources.items()
+    ]
+
+
+def autoscaler_rules() -> list[dict[str, Any]]:
+    """CREATE and UPDATE of HorizontalPodAutoscalers and KEDA ScaledObjects (not their status)."""
+    return [
+        {
+            "operations": ["CREATE", "UPDATE"],
+            "apiGroups": [group],
+            "apiVersions": list(versions),
+            "resources": [resource],
+            "scope": "Namespaced",
+        }
+        for group, versions, resource in AUTOSCALER_RULES
+    ]
+
+
+def workload_relevance_condition(policy: Policy) -> str:
+    """CEL: true for a workload with a pod template the policy can have an opinion on."""
+    return workload_condition(
+        (*CONTROLLER_KINDS, *policy.workload_kinds),
+        lambda template: gpu_relevance_condition(policy, template),
+    )
+
+
+def render_webhook_configurations(
+    policy: Policy,
+    endpoint: Endpoint,
+    *,
+    name: str = NAME,
+    own_namespace: str | None = None,
+    timeout_seconds: int = 3,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The (mutating, validating) configuration objects."""
+    mutating_hook = _webhook(
+        MUTATING_WEBHOOK,
+        "/mutate",
+        [_pod_rule(["CREATE"]), _pod_rule(["UPDATE"], "pods/ephemeralcontainers")],
+        policy,
+        endpoint,
+        own_namespace,
+        timeout_seconds,
+    )
+    mutating_hook["reinvocationPolicy"] = "IfNeeded"
+    validating_hook = _webhook(
+        VALIDATING_WEBHOOK,
+        "/validate",
+        [_pod_rule(["CREATE", "UPDATE"]), _pod_rule(["UPDATE"], "pods/ephemeralcontainers")],
+        policy,
+        endpoint,
+        own_namespace,
+        timeout_seconds,
+        (
+            ("gpu-relevant-pod", gpu_relevance_condition(policy)),
+            ("scheduling-changed", scheduling_change_condition()),
+        ),
+    )
+    workload_hook = _webhook(
+        WORKLOAD_WEBHOOK,
+        "/validate",
+        workload_rules(policy),
+        policy,
+        endpoint,
+        own_namespace,
+        timeout_seconds,
+        (("gpu-relevant-template", workload_relevance_condition(policy)),),
+    )
+    autoscaler_hook = _webhook(
+        AUTOSCALER_WEBHOOK,
+        "/validate",
+        autoscaler_rules(),
+        policy,
+        endpoint,
+        own_namespace,
+        timeout_seconds,
+    )
+    del autoscaler_hook["matchConditions"]  # what it scales is only known from the cluster
+    autoscaler_hook["failurePolicy"] = AUTOSCALER_FAILURE_POLICY
+    metadata = {"name": name, "labels": {"app.kubernetes.io/name": "gpu-admission"}}
+    return (
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": metadata,
+            "webhooks": [mutating_hook],
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": dict(metadata),
+            "webhooks": [validating_hook, workload_hook, autoscaler_hook],
+        },
+    )

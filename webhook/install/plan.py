@@ -1,0 +1,163 @@
+"""`gpu-admission install` / `uninstall`: the kustomize base, applied through the API.
+
+The objects come from `deploy/base` (shipped in the wheel), so `kubectl apply
+-k deploy/` and `install` install the same thing. What install adds:
+certificates (generated, or reused and renewed when due), the policy ConfigMap
+from any policy file, the caBundle in both webhook configurations, an image
+override, and a wait for the Deployment to be available.
+
+Order matters so nothing is ever left blocking: install creates the webhook
+configurations last, after everything they call; uninstall deletes them
+first, before anything they call goes away.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from webhook.install.configurations import Endpoint, render_webhook_configurations
+from webhook.policy import Policy
+from webhook.tls.pki import ca_bundle, ca_from_pem, certificates_from_pem
+
+NAMESPACE = "gpu-admission"
+SERVICE = "gpu-admission"
+TLS_SECRET = "gpu-admission-tls"
+CA_SECRET = "gpu-admission-tls-ca"
+POLICY_CONFIGMAP = "gpu-admission-policy"
+DEPLOYMENT = "gpu-admission"
+IMAGE_NAME = "gpu-admission"  # as deploy/base names it, before any override
+POLICY_CHECKSUM = "gpu-admission.io/policy-sha256"
+
+CLUSTER_SCOPED = frozenset(
+    {
+        "Namespace",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "PriorityClass",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    }
+)
+WEBHOOK_KINDS = frozenset({"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"})
+
+
+class InstallError(Exception):
+    """Install or uninstall could not finish; the message says what to do."""
+
+
+def base_directory() -> Path:
+    """deploy/base: inside the wheel, or beside the package in a source checkout."""
+    shipped = Path(str(resources.files("webhook"))) / "deploy" / "base"
+    if shipped.is_dir():
+        return shipped
+    return Path(__file__).resolve().parents[2] / "deploy" / "base"
+
+
+def base_objects(base: Path | None = None) -> list[dict[str, Any]]:
+    """The objects of the kustomize base, in its resources order (generators excluded),
+    with the namespace set on namespaced ones as kustomize's `namespace:` does."""
+    base = base or base_directory()
+    kustomization = yaml.safe_load((base / "kustomization.yaml").read_text("utf-8"))
+    objects: list[dict[str, Any]] = []
+    for resource in kustomization.get("resources", []):
+        for document in yaml.safe_load_all((base / resource).read_text("utf-8")):
+            if not document:
+                continue
+            if document["kind"] not in CLUSTER_SCOPED:
+                document.setdefault("metadata", {})["namespace"] = NAMESPACE
+            objects.append(document)
+    return objects
+
+
+@dataclass(frozen=True)
+class InstallPlan:
+    """Everything install applies, rendered. The webhook configurations are replaced
+    whole, not merged: a merge with one written by other means (say with a `url`)
+    could leave both `url` and `service`, which the apiserver refuses."""
+
+    objects: list[dict[str, Any]]
+    mutating: dict[str, Any]
+    validating: dict[str, Any]
+
+
+def render_install(
+    policy: Policy,
+    policy_text: str,
+    ca_bundle_b64: str,
+    image: str | None = None,
+    base: Path | None = None,
+) -> InstallPlan:
+    """The base objects with namespace, policy, caBundle and image filled in."""
+    objects = []
+    for obj in base_objects(base):
+        if obj["kind"] in WEBHOOK_KINDS:
+            continue  # rendered below from the policy actually installed
+        if obj["kind"] == "Deployment" and obj["metadata"]["name"] == DEPLOYMENT:
+            _roll_on_policy_change(obj, policy_text)
+        if image is not None:
+            _set_image(obj, image)
+        objects.append(obj)
+    objects.insert(1, _policy_configmap(policy_text))
+    endpoint = Endpoint(ca_bundle=ca_bundle_b64, service_name=SERVICE, service_namespace=NAMESPACE)
+    mutating, validating = render_webhook_configurations(policy, endpoint, own_namespace=NAMESPACE)
+    return InstallPlan(objects, mutating, validating)
+
+
+def current_ca_bundle(ca_secret: dict[str, bytes], live_bundles: list[str]) -> str:
+    """The caBundle to install: the current CA, plus any CA the live bundles already
+    trust during a rotation's overlap (install must not cut an overlap short)."""
+    current = ca_from_pem(ca_secret["ca.crt"], ca_secret["ca.key"]).certificate
+    trusted = [current]
+    for bundle in live_bundles:
+        for certificate in certificates_from_pem(base64.b64decode(bundle)):
+            if certificate not in trusted:
+                trusted.append(certificate)
+    return ca_bundle(*trusted)
+
+
+def _policy_configmap(policy_text: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": POLICY_CONFIGMAP,
+            "namespace": NAMESPACE,
+            "labels": {"app.kubernetes.io/name": "gpu-admission"},
+        },
+        "data": {"policy.yaml": policy_text},
+    }
+
+
+def _roll_on_policy_change(deployment: dict[str, Any], policy_text: str) -> None:
+    # kustomize's generator hashes the ConfigMap name; install keeps one name and rolls
+    # the pods on a policy change through this annotation instead.
+    template = deployment["spec"]["template"]
+    annotations = template.setdefault("metadata", {}).setdefault("annotations", {})
+    annotations[POLICY_CHECKSUM] = hashlib.sha256(policy_text.encode("utf-8")).hexdigest()
+
+
+def _set_image(obj: dict[str, Any], image: str) -> None:
+    """Our image in every container that runs it (the service's and the rotation job's),
+    matched by image name as kustomize's `images:` does."""
+    spec = obj.get("spec", {})
+    if obj["kind"] == "CronJob":
+        spec = spec["jobTemplate"]["spec"]
+    pod = spec.get("template", {}).get("spec", {})
+    for container in pod.get("containers", []):
+        if _image_name(container.get("image", "")) == IMAGE_NAME:
+            container["image"] = image
+
+
+def _image_name(image: str) -> str:
+    """`gpu-admission` of `gpu-admission:0.1.0` or `gpu-admission@sha256:...`."""
+    name = image.split("@", 1)[0]
+    last_slash = name.rfind("/")
+    tag = name.rfind(":")
+    return name[:tag] if tag > last_slash else name

@@ -1,0 +1,311 @@
+"""Run the admission service over HTTPS with uvicorn, reloading certificate and policy.
+
+uvicorn is given the TLS context of a ``CertificateReloader`` rather than file names,
+and the reloader's watcher runs as a task on uvicorn's own event loop, so a renewed
+certificate reaches new connections without a restart (see ``webhook.service.certificate_reload``).
+A policy file is watched the same way by a ``PolicyReloader`` (``webhook.service.policy_reload``);
+the embedded default policy never changes, so nothing watches it.
+
+With the live inventory on, an ``InventoryWatcher`` (``webhook.kube.inventory``) keeps
+Nodes and PriorityClasses in threads of its own; each review is handed its latest
+snapshot, ``/readyz`` and ``/metrics`` say how current it is.
+
+The edge is bounded: every connection gets the timeouts and caps of
+``webhook.http.limits`` (uvicorn's protocol with what it lacks), bodies are read within a
+memory budget (``webhook.http.body``) and large ones judged in a worker process
+(``webhook.http.offload``). uvicorn is kept rather than another server for two reasons:
+it serves from the very ``SSLContext`` the certificate reloader swaps pairs into, and its
+HTTP/1.1 protocol is a class that a few overridden callbacks extend with the deadlines
+it lacks. ``/metrics`` is served in plain HTTP on a port of its own
+(``--metrics-port``, 9090) by a second uvicorn server on the same event loop, which
+stops with the first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import gc
+import logging
+import os
+import socket
+import ssl
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from webhook.engine import Engine
+from webhook.engine.inventory import Inventory
+from webhook.http.app import Readiness, ScaledWorkloads, create_app
+from webhook.http.limits import CUT_REASONS, EdgeLimits, guarded_protocol
+from webhook.http.memory import keep_large_blocks_mapped, trim_periodically
+from webhook.http.metrics import Metrics
+from webhook.http.metrics_app import create_metrics_app
+from webhook.http.offload import ReviewWorker
+from webhook.kube.client import api_client
+from webhook.kube.inventory import InventoryWatcher
+from webhook.kube.targets import fetch_scale_target
+from webhook.policy import Policy
+from webhook.service.certificate_reload import CertificateReloader, InvalidKeyPair, KeyPairFiles
+from webhook.service.file_poll import DEFAULT_INTERVAL
+from webhook.service.inventory import (
+    MissingClassReport,
+    inventory_label_keys,
+    inventory_readiness,
+)
+from webhook.service.policy_reload import PolicyReloader
+from webhook.tls.pki import ensure_dev_serving_certificate
+
+METRICS_PORT = 9090
+GRACEFUL_SHUTDOWN_SECONDS = 5
+
+log = logging.getLogger("gpu_admission.serve")
+
+#: Polls some files on the running event loop until cancelled.
+Watcher = Callable[[], Coroutine[object, object, None]]
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    host: str = "127.0.0.1"
+    port: int = 8443
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    log_level: str = "info"
+    #: Seconds between two looks at the certificate files and the policy file.
+    reload_interval: float = DEFAULT_INTERVAL
+    #: The file ``policy`` was loaded from, watched for changes; None for the embedded one.
+    policy_file: Path | None = None
+    #: Keep a live inventory of Nodes and PriorityClasses (see ``webhook.kube.inventory``).
+    inventory: bool = False
+    #: Where the cluster is for the inventory; None: the in-cluster service account.
+    kubeconfig: Path | None = None
+    #: Plain-HTTP port of ``/metrics`` on ``host``; 0 serves no metrics.
+    metrics_port: int = METRICS_PORT
+    #: Timeouts and caps of every connection.
+    limits: EdgeLimits = field(default_factory=EdgeLimits)
+
+
+def cache_directory() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "gpu-admission"
+
+
+def serving_certificate(settings: ServeSettings) -> tuple[Path, Path]:
+    """The certificate to serve: the one given, or a generated dev certificate for localhost."""
+    if settings.tls_cert and settings.tls_key:
+        return settings.tls_cert, settings.tls_key
+    directory = cache_directory() / "dev-certs"
+    paths = ensure_dev_serving_certificate(directory)
+    log.warning(
+        "no --tls-cert/--tls-key given: serving a self-signed development certificate",
+        extra={"certificate": str(paths.cert), "ca": str(paths.ca_cert)},
+    )
+    return paths.cert, paths.key
+
+
+def serve(policy: Policy, settings: ServeSettings) -> None:
+    """Serve until SIGINT or SIGTERM; certificate and policy files are watched all along."""
+    metrics = Metrics()
+    keep_large_blocks_mapped()
+    cert, key = serving_certificate(settings)
+    try:
+        reloader = CertificateReloader(
+            KeyPairFiles(cert=cert, key=key), interval=settings.reload_interval
+        )
+    except (InvalidKeyPair, OSError) as error:
+        log.error(
+            "refusing to serve: the certificate and key cannot be used",
+            extra={"certificate": str(cert), "key": str(key), "reason": str(error)},
+        )
+        raise SystemExit(2) from None
+    metrics.watch_certificate(reloader.state)
+    watchers: dict[str, Watcher] = {
+        "certificate-reloader": reloader.watch,
+        "memory-trimmer": trim_periodically,
+    }
+    engine, policy_check, policy_watcher = _policy_serving(policy, settings, metrics)
+    if policy_watcher is not None:
+        watchers["policy-reloader"] = policy_watcher
+    readiness = Readiness(checks={"policy": policy_check, "certificate": reloader.state.readiness})
+    inventory: Callable[[], Inventory] | None = None
+    scaled_workloads: ScaledWorkloads | None = None
+    watcher = None
+    if settings.inventory:
+        api = _kubernetes_client(settings)
+        watcher = InventoryWatcher(
+            api,
+            node_label_keys=inventory_label_keys(policy),
+            on_change=MissingClassReport(lambda: engine().policy),
+        )
+        inventory = _current(watcher)
+        readiness.checks["inventory"] = lambda: inventory_readiness(
+            watcher.status(), watcher.current, engine().policy
+        )
+        metrics.watch_inventory(watcher.sync_age_seconds)
+        scaled_workloads = functools.partial(fetch_scale_target, api)
+    worker = ReviewWorker()
+    app = create_app(
+        engine,
+        readiness,
+        metrics=metrics,
+        inventory=inventory,
+        scaled_workloads=scaled_workloads,
+        worker=worker,
+    )
+    metrics.expect_cuts(CUT_REASONS)
+    protocol = guarded_protocol(settings.limits, metrics.connection_cut)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        ssl_context_factory=_serving_context(reloader.context),
+        http=protocol,
+        timeout_keep_alive=settings.limits.idle_seconds,
+        log_config=None,
+        log_level=settings.log_level,
+        access_log=False,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+    )
+    config.load()
+    if config.ssl is not reloader.context:
+        raise RuntimeError("uvicorn does not serve with the reloadable TLS context")
+    if not issubclass(config.http_protocol_class, HttpToolsProtocol):
+        raise RuntimeError("uvicorn does not serve with the guarded protocol")
+    log.info(
+        "serving",
+        extra={"url": f"https://{settings.host}:{settings.port}", "policy": policy.source},
+    )
+    server = uvicorn.Server(config)
+    metrics_server = _metrics_server(metrics, settings) if settings.metrics_port else None
+    worker.start()
+    if watcher is not None:
+        watcher.start()
+    # What was built so far lives as long as the process: keep it out of the collector's
+    # full passes, which otherwise walk it all (20-35 ms) while thousands of connections
+    # come and go. (A frozen object left in a cycle is never collected; only the first
+    # policy, replaced on reload, could be, once.)
+    gc.freeze()
+    try:
+        with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
+            runner.run(_serve_and_watch(server, metrics_server, watchers))
+    finally:
+        worker.stop()
+        if watcher is not None:
+            watcher.stop()
+
+
+class _FollowingServer(uvicorn.Server):
+    """A uvicorn server that leaves signals to the main one and is stopped by it."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+@dataclass
+class _MetricsServer:
+    server: uvicorn.Server
+    listening: socket.socket
+
+
+def _metrics_server(metrics: Metrics, settings: ServeSettings) -> _MetricsServer | None:
+    """The server of ``/metrics``, on a socket bound already; None, with an error logged,
+    when the port cannot be had: a replica without metrics still admits pods, and one
+    that does not start refuses them all (``failurePolicy: Fail``)."""
+    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listening.bind((settings.host, settings.metrics_port))
+    except OSError as error:
+        listening.close()
+        log.error(
+            "serving no metrics: their port cannot be bound",
+            extra={"port": settings.metrics_port, "reason": str(error)},
+        )
+        return None
+    config = uvicorn.Config(
+        create_metrics_app(metrics),
+        host=settings.host,
+        port=settings.metrics_port,
+        http=guarded_protocol(settings.limits),
+        timeout_keep_alive=settings.limits.idle_seconds,
+        lifespan="off",
+        log_config=None,
+        log_level=settings.log_level,
+        access_log=False,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+    )
+    log.info("serving metrics", extra={"url": f"http://{settings.host}:{settings.metrics_port}"})
+    return _MetricsServer(_FollowingServer(config), listening)
+
+
+def _current(watcher: InventoryWatcher) -> Callable[[], Inventory]:
+    return lambda: watcher.current
+
+
+def _kubernetes_client(settings: ServeSettings) -> Any:
+    """A client of the cluster in ``settings``; exits when none can be made of it."""
+    try:
+        api = api_client(settings.kubeconfig)
+    except Exception as error:  # the client raises several kinds for a bad configuration
+        where = str(settings.kubeconfig) if settings.kubeconfig else "the in-cluster account"
+        log.error(
+            "refusing to serve: no Kubernetes client for the live inventory",
+            extra={"kubeconfig": where, "reason": str(error)},
+        )
+        raise SystemExit(2) from None
+    log.info(
+        "live inventory of Nodes and PriorityClasses on",
+        extra={"kubeconfig": str(settings.kubeconfig or "in-cluster")},
+    )
+    return api
+
+
+def _policy_serving(
+    policy: Policy, settings: ServeSettings, metrics: Metrics
+) -> tuple[Callable[[], Engine], Callable[[], tuple[bool, str]], Watcher | None]:
+    """The engine of each review, the policy's /readyz check and what watches its file."""
+    if settings.policy_file is None:
+        engine = Engine(policy)
+        return (lambda: engine), (lambda: (True, policy.source)), None
+    reloader = PolicyReloader(
+        settings.policy_file, policy, interval=settings.reload_interval, metrics=metrics
+    )
+    return (lambda: reloader.engine), reloader.readiness, reloader.watch
+
+
+def _serving_context(
+    context: ssl.SSLContext,
+) -> Callable[[uvicorn.Config, Callable[[], ssl.SSLContext]], ssl.SSLContext]:
+    def factory(config: uvicorn.Config, default: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
+        return context
+
+    return factory
+
+
+async def _serve_and_watch(
+    server: uvicorn.Server, metrics: _MetricsServer | None, watchers: dict[str, Watcher]
+) -> None:
+    tasks = [asyncio.create_task(watch(), name=name) for name, watch in watchers.items()]
+    following = None
+    if metrics is not None:
+        serving = metrics.server.serve(sockets=[metrics.listening])
+        following = asyncio.create_task(serving, name="metrics-server")
+    try:
+        await server.serve()
+    finally:
+        if metrics is not None and following is not None:
+            metrics.server.should_exit = True
+            await following
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
