@@ -1,0 +1,304 @@
+"""Pod CREATE throughput through a real kube-apiserver, with and without gpu-admission.
+
+    python -m benchmarks.apiserver [--rounds 20] [--pods 300] [--creators 16]
+                                   [--arms none,ours,...] [--json FILE]
+
+A control plane of the e2e harness (`tests/e2e`), etcd and kube-apiserver only (see
+`benchmarks.apiserver_cluster`), in a temporary directory. Each round creates
+``--pods`` pods per arm with ``--creators`` concurrent clients, the arms in an order
+rotated every round; an arm's pods go to a namespace of its own for that round (opted
+in with the policy's label), and are deleted after its window. The arms
+(`benchmarks.apiserver_arms`):
+
+- `none`: no admission configuration, the floor;
+- `ours`: gpu-admission's webhooks as shipped, `serve` on the default policy;
+- `allow-python`: the same configurations pointing at a server on the same stack
+  (FastAPI, uvicorn, TLS) that allows everything unchanged;
+- `allow-go`: the same, at a Go net/http server (`benchmarks/allow_go`);
+- `patch-floor`: the same, at a server on our stack answering every pod with the
+  patch our engine returns for it, worked out once;
+- `cel`: no webhook: a MutatingAdmissionPolicy and a ValidatingAdmissionPolicy doing a
+  comparable mutation and checks in CEL (`benchmarks.apiserver_cel`).
+
+Before each window, kube-apiserver is switched to the arm and probed until the arm
+shows (`Arms.switch`), then every client creates its share of ``--warmup`` pods.
+Over each window: its wall-clock time (pods/s), each create's latency, the CPU time
+of kube-apiserver, etcd, the arm's webhook server (with its child processes) and this
+client from /proc, and kube-apiserver's admission metrics (`/metrics` scraped just
+before and after: mean time per call of each webhook, time per pod of each admission
+plugin). The report is a markdown table with the command, machine and date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from benchmarks.apiserver_arms import ALLOW_GO, ARMS, CEL, NONE, OURS, PATCH_FLOOR, Arms
+from benchmarks.apiserver_cluster import Api, ApiserverOnly
+from benchmarks.apiserver_load import pod_bodies, run_window
+from benchmarks.apiserver_measure import (
+    AdmissionMetrics,
+    admission_delta,
+    admission_metrics,
+    percentile,
+    tree_cpu_seconds,
+)
+from benchmarks.apiserver_report import (
+    Sample,
+    Summary,
+    machine,
+    plugin_table,
+    rotated,
+    summarize,
+    throughput_table,
+)
+from tests.e2e.build_controlplane import ensure_binaries, pinned_kubernetes_version
+from tests.e2e.webhook_server import WEBHOOK_TIMEOUT_SECONDS
+from webhook.install.configurations import MUTATING_WEBHOOK, VALIDATING_WEBHOOK
+from webhook.policy.load import load_default_policy
+
+
+def parse_arms(text: str) -> tuple[str, ...]:
+    arms = tuple(a.strip() for a in text.split(",") if a.strip())
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown or not arms:
+        raise argparse.ArgumentTypeError(f"arms are {', '.join(ARMS)}; not {unknown or text!r}")
+    return tuple(dict.fromkeys(arms))
+
+
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--pods", type=int, default=300, help="pods per arm per round")
+    parser.add_argument("--creators", type=int, default=16, help="concurrent clients")
+    parser.add_argument(
+        "--warmup", type=int, help="pods created before each window (default: 2 per client)"
+    )
+    parser.add_argument("--arms", type=parse_arms, default=ARMS, help="comma-separated subset")
+    parser.add_argument("--json", type=Path, help="write every window's figures here")
+    parser.add_argument(
+        "--go-http1", action="store_true", help="allow-go serves HTTP/1.1 only (default: h2)"
+    )
+    parser.add_argument(
+        "--apiserver-flag",
+        action="append",
+        default=[],
+        help="an extra kube-apiserver flag, e.g. --apiserver-flag=--feature-gates=X=true",
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
+    args = parser.parse_args(argv)
+    if args.warmup is None:
+        args.warmup = 2 * args.creators
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments(argv)
+    command = shlex.join(["python", "-m", "benchmarks.apiserver", *(argv or sys.argv[1:])])
+    started = time.monotonic()
+    at_start = machine()
+    work_dir = Path(tempfile.mkdtemp(prefix="gpu-admission-bench-apiserver-"))
+    cluster = ApiserverOnly(
+        ensure_binaries(), work_dir / "cluster", extra_apiserver_flags=tuple(args.apiserver_flag)
+    )
+    cluster.start()
+    api = Api(cluster.api_url, cluster.admin_ssl_context())
+    policy = load_default_policy()
+    arms = Arms(api, policy, work_dir, args.arms, "bench-probe", go_http1=args.go_http1)
+    failed = True
+    try:
+        arms.start()
+        log(f"servers up after {time.monotonic() - started:.1f}s; work dir {work_dir}")
+        samples = measure(args, cluster, api, arms)
+        failed = False
+    finally:
+        go_stats = arms.go_stats() if not failed and ALLOW_GO in args.arms else None
+        arms.stop()
+        api.close()
+        cluster.stop()
+        if failed or args.keep:
+            log(f"logs kept in {work_dir}")
+        else:
+            shutil.rmtree(work_dir, ignore_errors=True)
+    elapsed = time.monotonic() - started
+    summaries = summarize(samples, args.arms)
+    print(report(command, args, at_start, summaries, arms, go_stats, elapsed))
+    if args.json:
+        args.json.write_bytes(
+            orjson.dumps(
+                {
+                    "command": command,
+                    "machine": at_start,
+                    "seconds": elapsed,
+                    "summaries": [dataclasses.asdict(s) for s in summaries],
+                    "samples": [dataclasses.asdict(s) for s in samples],
+                    "patch": arms.patch,
+                    "go": go_stats,
+                },
+                option=orjson.OPT_INDENT_2,
+            )
+        )
+    return 1 if any(s.errors for s in summaries) else 0
+
+
+def log(message: str) -> None:
+    print(f"[bench-apiserver] {message}", file=sys.stderr, flush=True)
+
+
+def measure(args: argparse.Namespace, cluster: ApiserverOnly, api: Api, arms: Arms) -> list[Sample]:
+    work = pod_bodies("pod", args.pods)
+    warmup = pod_bodies("warmup", args.warmup)
+    context = cluster.admin_ssl_context()
+    processes = {"kube-apiserver": cluster.pid_of("kube-apiserver"), "etcd": cluster.pid_of("etcd")}
+    samples: list[Sample] = []
+    for round_index in range(args.rounds):
+        for position, arm in enumerate(rotated(args.arms, round_index)):
+            namespace = f"bench-{round_index:03d}-{arm}"
+            api.create_namespace(namespace, arms.opt_in)
+            switching = time.monotonic()
+            arms.switch(arm)
+            switched = time.monotonic() - switching
+            roots = dict(processes)
+            if (pid := arms.webhook_pid(arm)) is not None:
+                roots["webhook"] = pid
+            marks: dict[str, Any] = {}
+
+            def before(roots: dict[str, int] = roots, marks: dict[str, Any] = marks) -> None:
+                marks["metrics"] = admission_metrics(api.text("/metrics"))
+                marks["cpu"] = tree_cpu_seconds(roots)
+
+            def after(roots: dict[str, int] = roots, marks: dict[str, Any] = marks) -> None:
+                marks["cpu"] = {
+                    name: seconds - marks["cpu"][name]
+                    for name, seconds in tree_cpu_seconds(roots).items()
+                }
+                marks["metrics"] = admission_delta(
+                    admission_metrics(api.text("/metrics")), marks["metrics"]
+                )
+
+            window = run_window(
+                cluster.api_url, context, namespace, work, warmup, args.creators, before, after
+            )
+            cluster.check_running()
+            arms.check_running()
+            metrics: AdmissionMetrics = marks["metrics"]
+            sample = Sample(
+                arm=arm,
+                round=round_index,
+                position=position,
+                pods=window.pods,
+                seconds=window.seconds,
+                latencies=window.latencies,
+                errors=window.errors,
+                cpu_seconds={**marks["cpu"], "client": window.client_cpu_seconds},
+                webhooks=metrics.webhooks,
+                plugins=metrics.plugins,
+            )
+            samples.append(sample)
+            deleting = time.monotonic()
+            deleted = api.delete_pods(namespace)
+            deletion = time.monotonic() - deleting
+            log(
+                f"round {round_index + 1}/{args.rounds} {arm:>12}: "
+                f"{sample.pods_per_second:7.1f} pods/s, "
+                f"p50 {1000 * percentile(window.latencies, 0.5):6.1f} ms, "
+                f"{len(window.errors)} errors; switched in {switched:.1f}s, "
+                f"{deleted} pods deleted in {deletion:.1f}s"
+            )
+            if window.errors:
+                log(f"  first errors: {window.errors[:3]}")
+    return samples
+
+
+def report(
+    command: str,
+    args: argparse.Namespace,
+    at_start: dict[str, Any],
+    summaries: list[Summary],
+    arms: Arms,
+    go_stats: dict[str, int] | None,
+    elapsed: float,
+) -> str:
+    load = ", ".join(f"{x:.2f}" for x in at_start["load"])
+    end_load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    lines = [
+        f"### {at_start['date'][:10]}, pod CREATE throughput through kube-apiserver",
+        "",
+        "```sh",
+        command,
+        "```",
+        "",
+        f"- {args.rounds} rounds x {args.pods} pods per arm, {args.creators} concurrent "
+        f"creators, {args.warmup} warm-up pods per window; arm order rotated each round",
+        f"- kube-apiserver and etcd {pinned_kubernetes_version()} (no scheduler, no "
+        "controller-manager), everything on 127.0.0.1; webhooks as `render_webhook_configurations` "
+        f"renders them for a URL, timeout {WEBHOOK_TIMEOUT_SECONDS} s (the e2e harness's)",
+        f"- machine: {at_start['nproc']} CPUs, {at_start['cpu']}, Linux {at_start['kernel']}, "
+        f"Python {at_start['python']}; {at_start['date']}",
+        f"- 1/5/15-minute load average at start {load}, at end {end_load}; "
+        f"run took {elapsed / 60:.1f} min",
+        "",
+        throughput_table(summaries, [MUTATING_WEBHOOK, VALIDATING_WEBHOOK]),
+        "",
+        "Time in each admission plugin per pod (kube-apiserver's "
+        "`apiserver_admission_controller_admission_duration_seconds`):",
+        "",
+        plugin_table(summaries),
+        "",
+    ]
+    errors = [s for s in summaries if s.errors]
+    if errors:
+        lines.append(
+            "**Failed creates**: "
+            + ", ".join(f"`{s.arm}` {s.errors}" for s in errors)
+            + " (not counted in pods/s)"
+        )
+    calls = ", ".join(
+        f"`{s.arm}` "
+        + " + ".join(f"{n}: {c:.2f}" for n, c in sorted(s.webhook_calls_per_pod.items()))
+        for s in summaries
+        if s.webhook_calls_per_pod
+    )
+    if calls:
+        lines.append(f"- webhook calls per pod: {calls}")
+    lines.append(f"- mutation: {mutation_check(arms)}")
+    if go_stats is not None:
+        lines.append(
+            f"- allow-go answered {go_stats.get('http2', 0):,} reviews over HTTP/2 and "
+            f"{go_stats.get('http1', 0):,} over HTTP/1.1"
+        )
+    return "\n".join(lines)
+
+
+def mutation_check(arms: Arms) -> str:
+    """Whether `patch-floor` and `cel` leave the pod as `ours` does."""
+    probes = arms.probes
+    if OURS not in probes:
+        return "not compared (no `ours` arm)"
+    reference = probes[OURS].mutated_fields
+    parts = []
+    for arm in (PATCH_FLOOR, CEL):
+        if arm in probes:
+            same = probes[arm].mutated_fields == reference
+            parts.append(
+                f"`{arm}` {'leaves the pod as `ours` does' if same else 'DIFFERS from `ours`'}"
+                + ("" if same else f": {probes[arm].mutated_fields} vs {reference}")
+            )
+    if NONE in probes and probes[NONE].mutated:
+        parts.append("`none` MUTATED the pod")
+    return "; ".join(parts) or "nothing to compare"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Tests of the pure helpers of the benchmarks (no timed assertions)."""
