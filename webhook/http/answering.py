@@ -1,0 +1,121 @@
+"""One review from HTTP request to ``Judged``: its body received within bounds, then
+parsed, judged and its reply encoded, on the event loop or in the review worker.
+
+Small bodies are judged on the event loop (a pod takes a fraction of a millisecond);
+larger ones in the review worker's process when there is one (``webhook.http.offload``),
+so that a 7 MB Deployment never holds up `/healthz` or the next pod. Either way the
+steps are those of ``webhook.http.judging``: ``decode``, the webhook's engine call in
+``JUDGES``, then ``judged`` (or ``failed``). On the event loop, the workload an
+autoscaler under review targets is read between parsing and judging
+(``webhook.http.scaled_workloads``).
+
+A body over the cap is answered 413, one the service has no room for now 503 (see
+``webhook.http.body``); a body that is not a review is logged and answered 400. An
+engine that fails, or cannot be built, is logged with the review's uid and answered
+``allowed: false`` with code 500. A client that goes away before its body arrived is
+logged at debug level and answered nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import ClientDisconnect, Request
+
+from webhook.engine import AdmissionRequest, Engine
+from webhook.engine.inventory import Inventory
+from webhook.http.body import BodyBudgetSpent, BodyLimits, BodyTooLarge, received_body
+from webhook.http.judging import JUDGES, Judged, decode, encode, failed, judged
+from webhook.http.offload import ReviewWorker
+from webhook.http.review import to_engine_request
+from webhook.http.scaled_workloads import ScaledWorkloadReader
+
+log = logging.getLogger("gpu_admission.http")
+
+BUSY = (
+    "gpu-admission holds as many large reviews as it can at once; "
+    "try again in a few seconds, or send a smaller object"
+)
+
+
+@dataclass(frozen=True)
+class ReviewAnswerer:
+    """Answers the reviews of one app."""
+
+    engine: Callable[[], Engine]
+    """The engine of one review (it may change on policy reload)."""
+    cluster: Callable[[], Inventory]
+    """What the cluster has now, handed to the engine with each review."""
+    limits: BodyLimits
+    """Bodies over ``limits.small_bytes`` go to the worker, when there is one."""
+    worker: ReviewWorker | None = None
+    scaled_workloads: ScaledWorkloadReader | None = None
+    """Without it, autoscalers are judged without their workload."""
+
+    async def answer(self, request: Request, webhook: str) -> Judged | None:
+        """The reply to ``request`` and what to count of it; None if the client went away
+        before its body arrived."""
+        try:
+            async with received_body(request, self.limits) as body:
+                answered = await self._judge(webhook, body)
+        except BodyTooLarge:
+            reason = f"request body exceeds {self.limits.max_bytes} bytes"
+            return Judged(413, encode({"error": reason}))
+        except BodyBudgetSpent:
+            return Judged(503, encode({"error": BUSY}))
+        except ClientDisconnect:
+            log.debug("the client went away before its request body arrived")
+            return None
+        if answered.status == 400:
+            log.info(
+                "invalid admission review", extra={"uid": answered.uid, "reason": answered.reason}
+            )
+        return answered
+
+    async def _judge(self, webhook: str, body: bytearray) -> Judged:
+        """``body`` judged in the worker when it is large and there is an engine to send
+        it; on the event loop otherwise (where an engine that cannot be built is answered
+        with the review's uid)."""
+        worker = self.worker if len(body) > self.limits.small_bytes else None
+        engine = _built(self.engine) if worker is not None else None
+        if worker is not None and engine is not None:
+            return await self._judge_in_worker(worker, webhook, engine, body)
+        return await self._judge_here(webhook, bytes(body))
+
+    async def _judge_in_worker(
+        self, worker: ReviewWorker, webhook: str, engine: Engine, body: bytearray
+    ) -> Judged:
+        answered = await worker.judge(webhook, engine, self.cluster(), body)
+        if answered.failure is not None:
+            log.error("engine failed", extra={"uid": answered.uid, "exception": answered.failure})
+        return answered
+
+    async def _judge_here(self, webhook: str, body: bytes) -> Judged:
+        review = decode(body)
+        if isinstance(review, Judged):
+            return review
+        try:
+            engine, request = self.engine(), to_engine_request(review)
+            scaled = await self._scaled_workload(engine, request)
+            decision = JUDGES[webhook](engine, request, self.cluster(), scaled)
+        except Exception:
+            log.exception("engine failed", extra={"uid": review.request.uid})
+            return failed(review)
+        return judged(review, decision)
+
+    async def _scaled_workload(
+        self, engine: Engine, request: AdmissionRequest
+    ) -> Mapping[str, Any] | None:
+        if self.scaled_workloads is None:
+            return None
+        return await self.scaled_workloads.workload(engine, request)
+
+
+def _built(engine: Callable[[], Engine]) -> Engine | None:
+    try:
+        return engine()
+    except Exception:
+        return None

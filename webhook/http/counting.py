@@ -1,0 +1,75 @@
+"""What an answered review counts as in the metrics, and the log line of a denial.
+
+A review is ``allowed``, ``denied`` (once per enforced rule it broke) or ``error`` (no
+decision: a body that is not a review, or an engine that failed); besides, it is
+flagged once per rule it was warned or audited of, and once when a policy exemption
+skipped it (see ``webhook.http.metrics`` for the series).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from webhook.engine import Decision
+from webhook.engine.decision import AUDIT, ENFORCE, EXEMPTION, WARN
+from webhook.http.judging import Judged
+from webhook.http.metrics import Metrics
+
+log = logging.getLogger("gpu_admission.http")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one answered review is counted."""
+
+    decision: str
+    """``allowed``, ``denied`` or ``error``."""
+    rules: list[str]
+    """The enforced rules a denial broke, once each; empty otherwise."""
+    flagged: list[tuple[str, str]]
+    """``(warned | audited, rule)`` per rule in those modes, ``(exempted, "")`` once."""
+
+
+def outcome_of(decision: Decision | None) -> Outcome:
+    """How a review answered with ``decision`` (None: none was made) is counted."""
+    if decision is None:
+        return Outcome("error", [], [])
+    flagged = [("warned", rule) for rule in _rules(decision, WARN)]
+    flagged += [("audited", rule) for rule in _rules(decision, AUDIT)]
+    if EXEMPTION in decision.audit_annotations:
+        flagged.append(("exempted", ""))
+    if decision.allowed:
+        return Outcome("allowed", [], flagged)
+    return Outcome("denied", _rules(decision, ENFORCE), flagged)
+
+
+def count(metrics: Metrics, webhook: str, judged: Judged, started: float) -> None:
+    """Count ``judged`` in ``metrics``, timed from ``started`` (``time.perf_counter``), and
+    log it first if it is a denial."""
+    outcome = outcome_of(judged.decision)
+    if judged.decision is not None and not judged.decision.allowed:
+        log_denial(judged, judged.decision, outcome.rules)
+    seconds = time.perf_counter() - started
+    metrics.review(
+        webhook, judged.operation, outcome.decision, outcome.rules, seconds, outcome.flagged
+    )
+
+
+def log_denial(judged: Judged, decision: Decision, rules: list[str]) -> None:
+    log.info(
+        "denied",
+        extra={
+            "uid": judged.uid,
+            "namespace": judged.namespace,
+            "object": judged.name,
+            "rules": rules,
+            "reason": decision.message,
+        },
+    )
+
+
+def _rules(decision: Decision, mode: str) -> list[str]:
+    """The rules the decision found violated in `mode`, once each."""
+    return list(dict.fromkeys(v.rule for v in decision.violations if v.mode == mode))
