@@ -15,7 +15,9 @@ import pytest
 
 from tests.builders import container
 from webhook.engine.autoscalers import (
+    HORIZONTAL_POD_AUTOSCALER,
     KEDA_DEFAULT_MAX_REPLICAS,
+    AutoscalerKind,
     ScaleTarget,
     autoscaler_warnings,
     scale_target,
@@ -485,6 +487,65 @@ def test_the_name_and_namespace_come_from_the_object_when_the_request_leaves_the
     request = hpa(40, namespace="", name="")
     target = target_of(request)
     assert (target.namespace, target.autoscaler_name) == ("ml", "web-hpa")
+
+
+def test_an_hpa_names_max_replicas_as_the_field_of_its_maximum() -> None:
+    assert target_of(hpa(40)).max_replicas_field == "maxReplicas"
+
+
+GROUP_SCALER = AutoscalerKind(
+    group="example.com",
+    kind="GroupScaler",
+    max_replicas="maxGroups",
+    default_max_replicas=4,
+    default_target_kind="LeaderWorkerSet",
+    default_target_api_version="leaderworkerset.x-k8s.io/v1",
+    target_ref="target",
+)
+
+
+def group_scaler(spec: dict[str, Any]) -> AdmissionRequest:
+    obj = {"apiVersion": "example.com/v1", "kind": "GroupScaler", "spec": spec}
+    return hpa(group="example.com", version="v1", kind="GroupScaler", name="groups", object=obj)
+
+
+def test_a_third_kind_of_autoscaler_is_read_from_its_declaration_alone() -> None:
+    target = scale_target(group_scaler({"target": {"name": "web"}}), [GROUP_SCALER])
+
+    assert target == ScaleTarget(
+        autoscaler_kind="GroupScaler",
+        autoscaler_name="groups",
+        namespace="ml",
+        api_version="leaderworkerset.x-k8s.io/v1",
+        kind="LeaderWorkerSet",
+        name="web",
+        max_replicas=4,
+        max_replicas_field="maxGroups",
+    )
+
+
+def test_the_warning_of_a_third_kind_names_its_own_field() -> None:
+    lws = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": "web", "namespace": "ml"},
+        "spec": {"leaderWorkerTemplate": {"size": 4, "workerTemplate": template()}},
+    }
+    request = group_scaler({"target": {"name": "web"}, "maxGroups": 5})
+    target = scale_target(request, [GROUP_SCALER])
+    assert target is not None
+
+    [warning] = autoscaler_warnings(POLICY, target, lws, INFERENCE_24, KINDS)
+
+    assert warning.startswith("gpu-admission: GroupScaler groups can scale LeaderWorkerSet web")
+    assert warning.endswith("lower maxGroups to 3 or add nodes")
+
+
+def test_a_kind_of_autoscaler_not_declared_is_not_read() -> None:
+    request = group_scaler({"target": {"name": "web"}})
+
+    assert scale_target(request) is None
+    assert scale_target(scaled_object(), [HORIZONTAL_POD_AUTOSCALER]) is None
 
 
 def test_an_update_is_read_like_a_create() -> None:

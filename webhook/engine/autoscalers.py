@@ -4,7 +4,9 @@ A HorizontalPodAutoscaler (autoscaling/v1, v2) or a KEDA ScaledObject
 (keda.sh/v1alpha1) is admitted whatever it says; when its maximum times the GPUs
 of one replica exceeds the GPUs its workload's pools have now (allocatable
 summed over their schedulable nodes), it is admitted with a warning naming the
-largest maximum that could still schedule.
+largest maximum that could still schedule. Each kind of autoscaler is declared once,
+as an `AutoscalerKind` saying where its target and maximum are and what it means by
+what it leaves out; one reader (`scale_target`) reads them all.
 
 A replica is the pod the target's single pod template becomes: requests
 defaulted from limits by kube-apiserver, then our mutation (the class's default
@@ -15,8 +17,8 @@ means no warning, never an error.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -39,8 +41,6 @@ from webhook.engine.templates import (
 from webhook.errors import MalformedObject
 from webhook.policy.compiled import Policy, Pool, WorkloadClass
 
-HPA_GROUP, HPA_KIND = "autoscaling", "HorizontalPodAutoscaler"
-KEDA_GROUP, KEDA_KIND = "keda.sh", "ScaledObject"
 TARGET_MAX_VALUES = 20_000
 """The most JSON values of a scaled workload judged for a warning: real ones hold hundreds
 to a few thousand; at 20,000 judging it takes tens of milliseconds, not the half second
@@ -48,8 +48,6 @@ a 100,000-value Deployment would hold up every review behind it."""
 
 KEDA_DEFAULT_MAX_REPLICAS = 100
 """KEDA's `spec.maxReplicaCount` when left out."""
-KEDA_DEFAULT_API_VERSION, KEDA_DEFAULT_KIND = "apps/v1", "Deployment"
-"""KEDA's `spec.scaleTargetRef` defaults, each applied on its own."""
 
 APPS_KINDS = {k.kind: f"{k.group}/v1" for k in CONTROLLER_KINDS if k.group == "apps"}
 """The apiVersion of an HPA's target that leaves it out (it is optional), by kind."""
@@ -60,11 +58,55 @@ WARNING_LIMIT = 256
 
 
 @dataclass(frozen=True, slots=True)
+class AutoscalerKind:
+    """Where an autoscaler of one kind says what it scales and up to how many replicas,
+    and what it means by what it leaves out. Its target is the reference in
+    `spec.<target_ref>` (`apiVersion`, `kind`, `name`); its maximum is
+    `spec.<max_replicas>`."""
+
+    group: str
+    kind: str
+    max_replicas: str
+    """The field of `spec` holding the most replicas it scales to."""
+    default_max_replicas: int | None = None
+    """That maximum when the field is left out; None: it is required."""
+    default_target_kind: str = ""
+    """The target's kind when the reference leaves it out; empty: it is required."""
+    target_api_versions: Mapping[str, str] = field(default_factory=dict)
+    """The target's apiVersion when the reference leaves it out, by the target's kind."""
+    default_target_api_version: str = ""
+    """The same for a kind not in `target_api_versions`; empty: unknown (never fetched)."""
+    target_ref: str = "scaleTargetRef"
+
+    def target_api_version(self, kind: str) -> str:
+        """The apiVersion of a target of `kind` whose reference leaves it out."""
+        return self.target_api_versions.get(kind, self.default_target_api_version)
+
+
+HORIZONTAL_POD_AUTOSCALER = AutoscalerKind(
+    group="autoscaling",
+    kind="HorizontalPodAutoscaler",
+    max_replicas="maxReplicas",
+    target_api_versions=APPS_KINDS,
+)
+KEDA_SCALED_OBJECT = AutoscalerKind(
+    group="keda.sh",
+    kind="ScaledObject",
+    max_replicas="maxReplicaCount",
+    default_max_replicas=KEDA_DEFAULT_MAX_REPLICAS,
+    default_target_kind="Deployment",
+    default_target_api_version="apps/v1",
+)
+AUTOSCALER_KINDS = (HORIZONTAL_POD_AUTOSCALER, KEDA_SCALED_OBJECT)
+"""The autoscalers read (autoscaling/v1 and v2 HPAs, keda.sh/v1alpha1 ScaledObjects)."""
+
+
+@dataclass(frozen=True, slots=True)
 class ScaleTarget:
     """What an autoscaler scales, and up to how many replicas."""
 
     autoscaler_kind: str
-    """`HorizontalPodAutoscaler` or `ScaledObject`."""
+    """The autoscaler's kind: `HorizontalPodAutoscaler`, `ScaledObject`."""
     autoscaler_name: str
     namespace: str
     api_version: str
@@ -73,6 +115,8 @@ class ScaleTarget:
     kind: str
     name: str
     max_replicas: int
+    max_replicas_field: str = HORIZONTAL_POD_AUTOSCALER.max_replicas
+    """The autoscaler's field that sets `max_replicas`, as a warning names it."""
 
     @property
     def group(self) -> str:
@@ -84,55 +128,52 @@ class ScaleTarget:
         """The target's API version: `v1` of `apps/v1`."""
         return self.api_version.rsplit("/", 1)[-1]
 
-    @property
-    def max_replicas_field(self) -> str:
-        return "maxReplicaCount" if self.autoscaler_kind == KEDA_KIND else "maxReplicas"
 
-
-def scale_target(request: AdmissionRequest) -> ScaleTarget | None:
-    """The target of an HPA or ScaledObject being created or updated; None for any
-    other request, and for an autoscaler whose fields are missing or oddly typed."""
+def scale_target(
+    request: AdmissionRequest, autoscalers: Sequence[AutoscalerKind] = AUTOSCALER_KINDS
+) -> ScaleTarget | None:
+    """The target of an autoscaler of one of `autoscalers` being created or updated; None
+    for any other request, and for an autoscaler whose fields are missing or oddly typed."""
     if request.operation not in ("CREATE", "UPDATE") or request.subresource:
         return None
-    autoscaler = (request.group, request.kind)
-    if autoscaler not in ((HPA_GROUP, HPA_KIND), (KEDA_GROUP, KEDA_KIND)):
-        return None
+    autoscaler = _autoscaler_kind(request, autoscalers)
     obj = request.object
-    if not isinstance(obj, Mapping):
+    if autoscaler is None or not isinstance(obj, Mapping):
         return None
     metadata = _mapping(obj.get("metadata"))
     name = request.name or _text(metadata.get("name")) or _text(metadata.get("generateName"))
     namespace = request.namespace or _text(metadata.get("namespace"))
     spec = _mapping(obj.get("spec"))
-    ref = _mapping(spec.get("scaleTargetRef"))
+    ref = _mapping(spec.get(autoscaler.target_ref))
     target_name = _text(ref.get("name"))
-    if request.kind == KEDA_KIND:
-        api_version = ref.get("apiVersion") or KEDA_DEFAULT_API_VERSION
-        kind = ref.get("kind") or KEDA_DEFAULT_KIND
-        max_replicas = spec.get("maxReplicaCount")
-        if max_replicas is None:
-            max_replicas = KEDA_DEFAULT_MAX_REPLICAS
-    else:
-        kind = ref.get("kind")
-        api_version = ref.get("apiVersion") or APPS_KINDS.get(
-            kind if isinstance(kind, str) else "", ""
-        )
-        max_replicas = spec.get("maxReplicas")
+    kind = ref.get("kind") or autoscaler.default_target_kind
     if not (name and namespace and target_name and isinstance(kind, str) and kind):
         return None
+    api_version = ref.get("apiVersion") or autoscaler.target_api_version(kind)
     if not isinstance(api_version, str):
         return None
+    max_replicas = spec.get(autoscaler.max_replicas)
+    if max_replicas is None:
+        max_replicas = autoscaler.default_max_replicas
     if not isinstance(max_replicas, int) or isinstance(max_replicas, bool) or max_replicas < 1:
         return None
     return ScaleTarget(
-        autoscaler_kind=request.kind,
+        autoscaler_kind=autoscaler.kind,
         autoscaler_name=name,
         namespace=namespace,
         api_version=api_version,
         kind=kind,
         name=target_name,
         max_replicas=max_replicas,
+        max_replicas_field=autoscaler.max_replicas,
     )
+
+
+def _autoscaler_kind(
+    request: AdmissionRequest, autoscalers: Sequence[AutoscalerKind]
+) -> AutoscalerKind | None:
+    found = (a for a in autoscalers if (a.group, a.kind) == (request.group, request.kind))
+    return next(found, None)
 
 
 def target_kind(target: ScaleTarget, kinds: tuple[TemplateKind, ...]) -> TemplateKind | None:
