@@ -70,7 +70,8 @@ from benchmarks.attack_payloads import (
     small_review,
 )
 from webhook.engine.request import MAX_VALUES
-from webhook.tls.pki import create_ca, issue_serving_certificate, write_key_pair
+from webhook.tls.files import write_key_pair
+from webhook.tls.pki import create_ca, issue_serving_certificate
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 LIMIT_MIB = 256

@@ -18,7 +18,8 @@ import pytest
 
 from webhook.engine import Engine
 from webhook.policy import Policy, load_default_policy
-from webhook.tls.pki import create_ca, issue_serving_certificate, write_key_pair
+from webhook.tls.files import write_key_pair
+from webhook.tls.pki import create_ca, issue_serving_certificate
 
 Review = Callable[..., dict[str, Any]]
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from webhook.install.plan import NAMESPACE, base_objects
+from webhook.install.names import NAMESPACE
+from webhook.install.plan import base_objects
 
 SERVE = "gpu-admission"
 ROTATION = "gpu-admission-cert-rotation"

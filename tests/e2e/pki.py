@@ -10,12 +10,8 @@ from typing import NamedTuple
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from webhook.tls.pki import (
-    create_ca,
-    issue_client_certificate,
-    issue_serving_certificate,
-    write_key_pair,
-)
+from webhook.tls.files import write_key_pair
+from webhook.tls.pki import create_ca, issue_client_certificate, issue_serving_certificate
 
 
 class KeyPairPaths(NamedTuple):

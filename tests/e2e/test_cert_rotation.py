@@ -35,7 +35,7 @@ from cryptography import x509
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from webhook.install.configurations import NAME
+from webhook.install.names import WEBHOOK_CONFIGURATION as NAME
 from webhook.kube.client import api_client
 from webhook.tls.pki import certificates_from_pem, decode_ca_bundle, is_issued_by
 

@@ -22,7 +22,7 @@ import yaml
 from cryptography import x509
 from cryptography.x509.verification import PolicyBuilder, Store
 
-from webhook.install.plan import CA_SECRET, NAMESPACE, TLS_SECRET
+from webhook.install.names import CA_SECRET, NAMESPACE, TLS_SECRET
 from webhook.tls.pki import certificates_from_pem, is_issued_by
 
 from .cluster import Cluster

@@ -25,8 +25,9 @@ from webhook.install.configurations import Endpoint, render_webhook_configuratio
 from webhook.kube.client import api_client, apply_webhook_configurations
 from webhook.policy import load_policy_file
 from webhook.policy.load import load_default_policy
+from webhook.tls.files import write_key_pair
 from webhook.tls.pki import ca_bundle as encode_ca_bundle
-from webhook.tls.pki import create_ca, issue_serving_certificate, write_key_pair
+from webhook.tls.pki import create_ca, issue_serving_certificate
 
 from ..secret_volume import SecretVolume
 from .ports import free_ports

@@ -19,12 +19,8 @@ import yaml
 from tests.e2e.build_controlplane import GoToolchainMissing, bin_dir, ensure_binaries
 from webhook.cli.manifests import add_manifest_commands
 from webhook.install.configurations import Endpoint, render_webhook_configurations
-from webhook.install.manifests import (
-    SYNC_COMMAND,
-    TLS_SECRET,
-    deploy_webhook_configurations,
-    generated_files,
-)
+from webhook.install.manifests import SYNC_COMMAND, deploy_webhook_configurations, generated_files
+from webhook.install.names import TLS_SECRET
 from webhook.install.plan import render_install
 from webhook.policy import Policy, load_default_policy, load_policy_file
 from webhook.policy.load import load_policy_text

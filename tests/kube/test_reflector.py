@@ -11,7 +11,7 @@ import pytest
 import urllib3
 from urllib3.exceptions import ProtocolError
 
-from webhook.kube.client import ApiException
+from webhook.kube.api_errors import ApiException
 from webhook.kube.reflector import Backoff, KindStatus, describe_error, split_lines
 
 STREAM = b'{"type":"ADDED","object":{}}\n{"type":"BOOKMARK","object":{"x":"\xc3\xa9"}}\n\n{"a":1}\n'

@@ -27,7 +27,8 @@ import pytest
 
 from tests.builders import container, pod
 from tests.conftest import Pki
-from webhook.tls.pki import create_ca, write_key_pair
+from webhook.tls.files import write_key_pair
+from webhook.tls.pki import create_ca
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 STARTUP_SECONDS = 30.0

@@ -1,64 +1,37 @@
+"""Issuing certificates and reading them back (webhook/tls/pki.py), down to real handshakes."""
+
 from __future__ import annotations
 
 import base64
 import datetime as dt
 import ipaddress
-import os
 import socket
 import ssl
-import stat
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509 import DNSName, IPAddress
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from cryptography.x509.verification import PolicyBuilder, Store, VerificationError
 
+from tests.tls.conftest import SERVICE_NAMES
 from webhook.tls import pki as certs
+from webhook.tls.files import write_key_pair
 from webhook.tls.pki import (
     CertificateAuthority,
-    DevCertificatePaths,
     IssuedCertificate,
     ca_bundle,
     create_ca,
-    ensure_dev_serving_certificate,
     issue_client_certificate,
     issue_serving_certificate,
-    load_ca,
-    not_after,
     service_dns_names,
-    write_key_pair,
 )
-
-SERVICE_NAMES = service_dns_names("gpu-admission", "gpu-system")
-
-
-@pytest.fixture(scope="module")
-def ca() -> CertificateAuthority:
-    return create_ca("test CA")
-
-
-@pytest.fixture(scope="module")
-def other_ca() -> CertificateAuthority:
-    return create_ca("unrelated CA")
-
-
-@pytest.fixture(scope="module")
-def serving(ca: CertificateAuthority) -> IssuedCertificate:
-    return issue_serving_certificate(
-        ca,
-        "gpu-admission.gpu-system.svc",
-        dns_names=[*SERVICE_NAMES, "localhost"],
-        ip_addresses=["127.0.0.1", "::1"],
-    )
-
 
 T = TypeVar("T", bound=x509.ExtensionType)
 
@@ -317,107 +290,6 @@ def test_client_certificate_carries_user_and_groups_and_client_auth(
     client.certificate.verify_directly_issued_by(ca.certificate)
 
 
-# --- write_key_pair / load_ca / not_after ---------------------------------------------------
-
-
-def test_write_key_pair_writes_crt_and_key_files(
-    tmp_path: Path, serving: IssuedCertificate
-) -> None:
-    cert_path, key_path = write_key_pair(tmp_path, "tls", serving)
-    assert (cert_path, key_path) == (tmp_path / "tls.crt", tmp_path / "tls.key")
-    assert cert_path.read_bytes() == serving.cert_pem()
-    assert key_path.read_bytes() == serving.key_pem()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["tls.crt", "tls.key"]  # no temp files
-
-
-def test_key_file_has_mode_0600(tmp_path: Path, serving: IssuedCertificate) -> None:
-    _, key_path = write_key_pair(tmp_path, "tls", serving)
-    assert stat.S_IMODE(key_path.stat().st_mode) == 0o600
-
-
-def test_key_file_is_created_with_mode_0600_rather_than_chmodded_later(
-    tmp_path: Path, serving: IssuedCertificate, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    opened: list[tuple[str, int]] = []
-    real_open = os.open
-
-    def recording_open(path: Any, flags: int, mode: int = 0o777, **kwargs: Any) -> int:
-        opened.append((os.fspath(path), mode))
-        return real_open(path, flags, mode, **kwargs)
-
-    def forbidden_chmod(*args: Any, **kwargs: Any) -> None:
-        raise AssertionError("chmod must not be used")
-
-    monkeypatch.setattr(os, "open", recording_open)
-    monkeypatch.setattr(os, "chmod", forbidden_chmod)
-    write_key_pair(tmp_path, "tls", serving)
-    key_modes = [mode for path, mode in opened if ".tls.key." in path]
-    assert key_modes == [0o600]
-
-
-def test_key_file_replaces_an_existing_world_readable_file(
-    tmp_path: Path, serving: IssuedCertificate
-) -> None:
-    key_path = tmp_path / "tls.key"
-    key_path.write_text("old")
-    key_path.chmod(0o644)
-    write_key_pair(tmp_path, "tls", serving)
-    assert stat.S_IMODE(key_path.stat().st_mode) == 0o600
-    assert key_path.read_bytes() == serving.key_pem()
-
-
-def test_missing_directory_is_created_with_mode_0700(
-    tmp_path: Path, serving: IssuedCertificate
-) -> None:
-    directory = tmp_path / "certs"
-    write_key_pair(directory, "tls", serving)
-    assert stat.S_IMODE(directory.stat().st_mode) == 0o700
-
-
-@pytest.mark.parametrize("name", ["", ".", "..", "a/b"])
-def test_write_key_pair_rejects_names_that_are_not_plain_file_names(
-    tmp_path: Path, serving: IssuedCertificate, name: str
-) -> None:
-    with pytest.raises(ValueError, match="plain file name"):
-        write_key_pair(tmp_path, name, serving)
-
-
-def test_load_ca_reads_back_what_write_key_pair_wrote(
-    tmp_path: Path, ca: CertificateAuthority
-) -> None:
-    cert_path, key_path = write_key_pair(tmp_path, "ca", ca)
-    loaded = load_ca(cert_path, key_path)
-    assert loaded.certificate == ca.certificate
-    assert loaded.key_pem() == ca.key_pem()
-    issued = issue_serving_certificate(loaded, "x", dns_names=["x"])
-    issued.certificate.verify_directly_issued_by(ca.certificate)
-
-
-def test_load_ca_rejects_a_key_from_another_ca(
-    tmp_path: Path, ca: CertificateAuthority, other_ca: CertificateAuthority
-) -> None:
-    cert_path, _ = write_key_pair(tmp_path, "ca", ca)
-    _, other_key = write_key_pair(tmp_path, "other", other_ca)
-    with pytest.raises(ValueError, match="does not match"):
-        load_ca(cert_path, other_key)
-
-
-def test_load_ca_rejects_a_leaf_certificate(tmp_path: Path, serving: IssuedCertificate) -> None:
-    cert_path, key_path = write_key_pair(tmp_path, "tls", serving)
-    with pytest.raises(ValueError, match="not a CA"):
-        load_ca(cert_path, key_path)
-
-
-def test_not_after_reads_the_expiry_of_the_first_certificate(
-    tmp_path: Path, ca: CertificateAuthority, serving: IssuedCertificate
-) -> None:
-    path = tmp_path / "chain.pem"
-    path.write_bytes(serving.cert_pem() + ca.cert_pem())
-    expiry = not_after(path)
-    assert expiry == serving.certificate.not_valid_after_utc
-    assert expiry.tzinfo is not None
-
-
 # --- ca_bundle / service_dns_names ----------------------------------------------------------
 
 
@@ -559,82 +431,6 @@ def test_mutual_tls_handshake_accepts_a_client_certificate_from_the_ca(
     assert "admission-tester" in str(outcome[0])
 
 
-# --- ensure_dev_serving_certificate ---------------------------------------------------------
-
-
-def test_dev_certificate_is_created_in_an_empty_directory(tmp_path: Path) -> None:
-    directory = tmp_path / "dev"
-    paths = ensure_dev_serving_certificate(directory)
-    assert paths == DevCertificatePaths(
-        ca_cert=directory / "ca.crt", cert=directory / "tls.crt", key=directory / "tls.key"
-    )
-    assert (directory / "ca.key").exists()
-    assert stat.S_IMODE(paths.key.stat().st_mode) == 0o600
-    assert stat.S_IMODE((directory / "ca.key").stat().st_mode) == 0o600
-    ca = load_ca(paths.ca_cert, directory / "ca.key")
-    served = x509.load_pem_x509_certificate(paths.cert.read_bytes())
-    store = PolicyBuilder().store(Store([ca.certificate]))
-    for subject in (
-        DNSName("localhost"),
-        IPAddress(ipaddress.ip_address("127.0.0.1")),
-        IPAddress(ipaddress.ip_address("::1")),
-    ):
-        store.build_server_verifier(subject).verify(served, [])
-
-
-def test_dev_certificate_is_reused_on_a_second_call(tmp_path: Path) -> None:
-    first = ensure_dev_serving_certificate(tmp_path)
-    contents = {p: p.read_bytes() for p in tmp_path.iterdir()}
-    second = ensure_dev_serving_certificate(tmp_path)
-    assert second == first
-    assert {p: p.read_bytes() for p in tmp_path.iterdir()} == contents
-
-
-def test_dev_certificate_is_regenerated_when_it_is_near_expiry(tmp_path: Path) -> None:
-    paths = ensure_dev_serving_certificate(tmp_path)
-    ca = load_ca(paths.ca_cert, tmp_path / "ca.key")
-    expiring = issue_serving_certificate(
-        ca, "localhost", dns_names=["localhost"], ip_addresses=["127.0.0.1", "::1"], days=10
-    )
-    write_key_pair(tmp_path, "tls", expiring)
-    assert not_after(paths.cert) < dt.datetime.now(dt.UTC) + dt.timedelta(days=30)
-
-    ensure_dev_serving_certificate(tmp_path)
-
-    assert not_after(paths.cert) > dt.datetime.now(dt.UTC) + dt.timedelta(days=300)
-    assert paths.ca_cert.read_bytes() != ca.cert_pem()
-
-
-def test_dev_certificate_is_regenerated_when_it_does_not_cover_localhost(tmp_path: Path) -> None:
-    paths = ensure_dev_serving_certificate(tmp_path)
-    ca = load_ca(paths.ca_cert, tmp_path / "ca.key")
-    write_key_pair(tmp_path, "tls", issue_serving_certificate(ca, "x", dns_names=["x"]))
-
-    ensure_dev_serving_certificate(tmp_path)
-
-    served = x509.load_pem_x509_certificate(paths.cert.read_bytes())
-    san = extension(served, x509.SubjectAlternativeName).value
-    assert "localhost" in san.get_values_for_type(x509.DNSName)
-
-
-def test_dev_certificate_is_regenerated_when_a_file_is_corrupt(tmp_path: Path) -> None:
-    paths = ensure_dev_serving_certificate(tmp_path)
-    paths.key.write_text("garbage")
-
-    ensure_dev_serving_certificate(tmp_path)
-
-    IssuedCertificate(
-        certificate=x509.load_pem_x509_certificate(paths.cert.read_bytes()),
-        private_key=load_ec_key(paths.key),
-    )
-
-
-def load_ec_key(path: Path) -> ec.EllipticCurvePrivateKey:
-    key = serialization.load_pem_private_key(path.read_bytes(), password=None)
-    assert isinstance(key, ec.EllipticCurvePrivateKey)
-    return key
-
-
 # --- reading pairs back from PEM (Secrets) --------------------------------------------------
 
 
@@ -668,40 +464,6 @@ def test_ca_from_pem_rejects_the_key_of_another_ca(
 def test_issued_from_pem_reads_back_a_serving_pair(serving: IssuedCertificate) -> None:
     again = certs.issued_from_pem(serving.cert_pem(), serving.key_pem())
     assert again.certificate == serving.certificate
-
-
-# --- existing_ca ----------------------------------------------------------------------------
-
-
-def test_existing_ca_is_none_in_an_empty_directory(tmp_path: Path) -> None:
-    assert certs.existing_ca(tmp_path) is None
-
-
-def test_existing_ca_reads_the_ca_written_there(tmp_path: Path, ca: CertificateAuthority) -> None:
-    write_key_pair(tmp_path, "ca", ca)
-    found = certs.existing_ca(tmp_path)
-    assert found is not None
-    assert found.certificate == ca.certificate
-
-
-@pytest.mark.parametrize("left_over", ["ca.crt", "ca.key"])
-def test_existing_ca_refuses_one_file_without_the_other(
-    tmp_path: Path, ca: CertificateAuthority, left_over: str
-) -> None:
-    write_key_pair(tmp_path, "ca", ca)
-    other = {"ca.crt": "ca.key", "ca.key": "ca.crt"}[left_over]
-    (tmp_path / other).unlink()
-    with pytest.raises(ValueError, match=f"{left_over} exists but .*{other} does not"):
-        certs.existing_ca(tmp_path)
-
-
-def test_existing_ca_names_the_directory_of_an_unusable_ca(
-    tmp_path: Path, serving: IssuedCertificate
-) -> None:
-    (tmp_path / "ca.crt").write_bytes(serving.cert_pem())
-    (tmp_path / "ca.key").write_bytes(serving.key_pem())
-    with pytest.raises(ValueError, match=f"the CA in {tmp_path} cannot be used: .*not a CA"):
-        certs.existing_ca(tmp_path)
 
 
 # --- issue_service_certificate / subject_alt_names ------------------------------------------

@@ -4,6 +4,8 @@
 prints the ``caBundle``; ``rotate`` renews the serving certificate held in a Secret
 (and, on request, the CA) and keeps every webhook ``caBundle`` trusting it. Bad input
 exits 2 with one line on stderr saying what to change.
+
+Each command is two steps below: the parser it adds, and the function it runs.
 """
 
 from __future__ import annotations
@@ -12,19 +14,29 @@ import argparse
 import datetime as dt
 import sys
 from pathlib import Path
+from typing import TypeAlias
 
-from webhook.install.configurations import NAME
+from webhook.install.names import APP_LABELS, WEBHOOK_CONFIGURATION
+from webhook.tls.files import existing_ca, write_key_pair
 from webhook.tls.pki import (
+    CertificateAuthority,
+    IssuedCertificate,
     ca_bundle,
     create_ca,
-    existing_ca,
     issue_service_certificate,
     subject_alt_names,
-    write_key_pair,
 )
-from webhook.tls.rotation import DEFAULT_THRESHOLD, ca_common_name
+from webhook.tls.rotation import (
+    DEFAULT_THRESHOLD,
+    RotationError,
+    RotationRequest,
+    ca_common_name,
+    rotate,
+)
 
 __all__ = ["add_certs_commands"]
+
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 DEFAULT_OUT = Path("certs/dev")
 DEFAULT_DAYS = 365
@@ -46,12 +58,30 @@ CA rotation takes two runs:
 """
 
 
-def add_certs_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_certs_commands(commands: Commands) -> None:
     """Add ``certs generate`` and ``certs rotate`` to the ``gpu-admission`` parser."""
     certs = commands.add_parser("certs", help="make and renew the webhook's certificates")
     certs_commands = certs.add_subparsers(title="certs commands")
+    _add_generate(certs_commands)
+    _add_rotate(certs_commands)
 
-    generate = certs_commands.add_parser(
+
+def _fail(command: str, message: str) -> int:
+    print(f"gpu-admission certs {command}: {message}", file=sys.stderr)
+    return 2
+
+
+def _note(line: str) -> None:
+    """What a person reads goes to stderr, so stdout holds only the caBundle:
+    ``CA_BUNDLE=$(gpu-admission certs generate ...)`` works."""
+    print(line, file=sys.stderr)
+
+
+# --- certs generate ----------------------------------------------------------------------------
+
+
+def _add_generate(commands: Commands) -> None:
+    generate = commands.add_parser(
         "generate",
         help="write a CA and a serving certificate for a Service; print the caBundle",
         description="Write ca.crt, ca.key, tls.crt and tls.key (keys 0600) to --out, reusing "
@@ -74,78 +104,15 @@ def add_certs_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     )
     generate.set_defaults(run=_generate)
 
-    rotate = certs_commands.add_parser(
-        "rotate",
-        help="renew the serving certificate in its Secret and update the caBundles",
-        description="Renew the leaf in the Secret when less than --threshold of its life is "
-        "left (or with --force), and make every gpu-admission webhook caBundle trust its CA.",
-        epilog=ROTATE_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    rotate.add_argument(
-        "--kubeconfig", type=Path, help="kubeconfig file (default: in-cluster service account)"
-    )
-    rotate.add_argument("--namespace", required=True, help="namespace of the Secrets")
-    rotate.add_argument("--secret", required=True, help="the serving Secret (kubernetes.io/tls)")
-    rotate.add_argument("--ca-secret", help="the CA Secret (default: SECRET-ca)")
-    rotate.add_argument(
-        "--service", help="make sure the leaf covers this Service's names in NAMESPACE"
-    )
-    rotate.add_argument(
-        "--webhook-configuration",
-        default=NAME,
-        help=f"name of the Mutating- and ValidatingWebhookConfiguration (default: {NAME})",
-    )
-    rotate.add_argument(
-        "--threshold",
-        type=float,
-        default=DEFAULT_THRESHOLD,
-        help="renew when less than this fraction of the leaf's lifetime is left (default: 0.33)",
-    )
-    rotate.add_argument("--force", action="store_true", help="renew the leaf now")
-    rotate.add_argument("--days", type=int, default=DEFAULT_DAYS, help="new leaf lifetime")
-    rotate.add_argument("--ca-days", type=int, default=DEFAULT_CA_DAYS, help="new CA lifetime")
-    which_ca = rotate.add_mutually_exclusive_group()
-    which_ca.add_argument(
-        "--rotate-ca",
-        action="store_true",
-        help="new CA, trusted next to the old one, and a leaf from it",
-    )
-    which_ca.add_argument(
-        "--drop-old-ca",
-        action="store_true",
-        help="trust only the current CA (after --rotate-ca, once every replica serves the "
-        "new leaf)",
-    )
-    rotate.add_argument(
-        "--propagation-delay",
-        type=float,
-        default=5.0,
-        metavar="SECONDS",
-        help="wait between a caBundle change and a leaf that needs it (default: 5)",
-    )
-    rotate.set_defaults(run=_rotate)
-
-
-def _fail(command: str, message: str) -> int:
-    print(f"gpu-admission certs {command}: {message}", file=sys.stderr)
-    return 2
-
 
 def _generate(args: argparse.Namespace) -> int:
-    if args.days < 1:
-        return _fail("generate", f"--days must be at least 1, got {args.days}")
-    if args.ca_days <= args.days:
-        return _fail(
-            "generate",
-            f"--ca-days ({args.ca_days}) must be more than --days ({args.days}): "
-            "a CA must outlive the certificates it issues",
-        )
+    problem = _lifetime_problem(args.days, args.ca_days)
+    if problem is not None:
+        return _fail("generate", problem)
     out: Path = args.out
-    now = dt.datetime.now(dt.UTC)
     try:
         found = existing_ca(out)
-        ca = found or create_ca(ca_common_name(now), days=args.ca_days)
+        ca = found or create_ca(ca_common_name(dt.datetime.now(dt.UTC)), days=args.ca_days)
         serving = issue_service_certificate(
             ca,
             args.service,
@@ -165,51 +132,146 @@ def _generate(args: argparse.Namespace) -> int:
         cert_path, key_path = write_key_pair(out, "tls", serving)
     except OSError as error:
         return _fail("generate", f"cannot write to {out}: {error}")
-    ca_expiry = ca.certificate.not_valid_after_utc
-    leaf_expiry = serving.certificate.not_valid_after_utc
-    names, addresses = subject_alt_names(serving.certificate)
-    state = "created" if found is None else "reused"
-    _note(f"CA ({state}): {out / 'ca.crt'}, {out / 'ca.key'}; expires {ca_expiry:%Y-%m-%d}")
-    _note(f"serving certificate: {cert_path}, {key_path}; expires {leaf_expiry:%Y-%m-%d}")
-    _note(f"  covers: {', '.join([*names, *addresses])}")
-    if leaf_expiry >= ca_expiry:  # cut short to the CA's expiry
-        _note(
-            f"warning: the CA expires first, so the serving certificate ends with it on "
-            f"{leaf_expiry:%Y-%m-%d}; rotate the CA (certs rotate --rotate-ca)"
-        )
+    _note(f"CA ({'created' if found is None else 'reused'}): {_ca_files(out, ca)}")
+    _note(_serving_files(cert_path, key_path, serving, ca))
     _note("caBundle for the webhook configurations, on stdout:")
     print(ca_bundle(ca.certificate))
     return 0
 
 
-def _note(line: str) -> None:
-    """What a person reads goes to stderr, so stdout holds only the caBundle:
-    ``CA_BUNDLE=$(gpu-admission certs generate ...)`` works."""
-    print(line, file=sys.stderr)
+def _lifetime_problem(days: int, ca_days: int) -> str | None:
+    if days < 1:
+        return f"--days must be at least 1, got {days}"
+    if ca_days <= days:
+        return (
+            f"--ca-days ({ca_days}) must be more than --days ({days}): "
+            "a CA must outlive the certificates it issues"
+        )
+    return None
+
+
+def _ca_files(out: Path, ca: CertificateAuthority) -> str:
+    expiry = ca.certificate.not_valid_after_utc
+    return f"{out / 'ca.crt'}, {out / 'ca.key'}; expires {expiry:%Y-%m-%d}"
+
+
+def _serving_files(
+    cert_path: Path, key_path: Path, serving: IssuedCertificate, ca: CertificateAuthority
+) -> str:
+    """Where the serving certificate is, until when, what it covers, and a warning when
+    the CA cut it short."""
+    expiry = serving.certificate.not_valid_after_utc
+    names, addresses = subject_alt_names(serving.certificate)
+    lines = [
+        f"serving certificate: {cert_path}, {key_path}; expires {expiry:%Y-%m-%d}",
+        f"  covers: {', '.join([*names, *addresses])}",
+    ]
+    if expiry >= ca.certificate.not_valid_after_utc:  # cut short to the CA's expiry
+        lines.append(
+            f"warning: the CA expires first, so the serving certificate ends with it on "
+            f"{expiry:%Y-%m-%d}; rotate the CA (certs rotate --rotate-ca)"
+        )
+    return "\n".join(lines)
+
+
+# --- certs rotate ------------------------------------------------------------------------------
+
+
+def _add_rotate(commands: Commands) -> None:
+    parser = commands.add_parser(
+        "rotate",
+        help="renew the serving certificate in its Secret and update the caBundles",
+        description="Renew the leaf in the Secret when less than --threshold of its life is "
+        "left (or with --force), and make every gpu-admission webhook caBundle trust its CA.",
+        epilog=ROTATE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_rotated_objects(parser)
+    _add_renewal_options(parser)
+    _add_ca_rotation_options(parser)
+    parser.set_defaults(run=_rotate)
+
+
+def _add_rotated_objects(parser: argparse.ArgumentParser) -> None:
+    """Which cluster, which Secrets, which Service and webhook configurations."""
+    parser.add_argument(
+        "--kubeconfig", type=Path, help="kubeconfig file (default: in-cluster service account)"
+    )
+    parser.add_argument("--namespace", required=True, help="namespace of the Secrets")
+    parser.add_argument("--secret", required=True, help="the serving Secret (kubernetes.io/tls)")
+    parser.add_argument("--ca-secret", help="the CA Secret (default: SECRET-ca)")
+    parser.add_argument(
+        "--service", help="make sure the leaf covers this Service's names in NAMESPACE"
+    )
+    parser.add_argument(
+        "--webhook-configuration",
+        default=WEBHOOK_CONFIGURATION,
+        help="name of the Mutating- and ValidatingWebhookConfiguration "
+        f"(default: {WEBHOOK_CONFIGURATION})",
+    )
+
+
+def _add_renewal_options(parser: argparse.ArgumentParser) -> None:
+    """When the leaf is renewed, and how long new certificates live."""
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=DEFAULT_THRESHOLD,
+        help="renew when less than this fraction of the leaf's lifetime is left (default: 0.33)",
+    )
+    parser.add_argument("--force", action="store_true", help="renew the leaf now")
+    parser.add_argument("--days", type=int, default=DEFAULT_DAYS, help="new leaf lifetime")
+    parser.add_argument("--ca-days", type=int, default=DEFAULT_CA_DAYS, help="new CA lifetime")
+
+
+def _add_ca_rotation_options(parser: argparse.ArgumentParser) -> None:
+    """The two runs of a CA rotation, and the wait between a caBundle and a leaf."""
+    which_ca = parser.add_mutually_exclusive_group()
+    which_ca.add_argument(
+        "--rotate-ca",
+        action="store_true",
+        help="new CA, trusted next to the old one, and a leaf from it",
+    )
+    which_ca.add_argument(
+        "--drop-old-ca",
+        action="store_true",
+        help="trust only the current CA (after --rotate-ca, once every replica serves the "
+        "new leaf)",
+    )
+    parser.add_argument(
+        "--propagation-delay",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="wait between a caBundle change and a leaf that needs it (default: 5)",
+    )
+
+
+def _rotation_request(args: argparse.Namespace) -> RotationRequest:
+    """What ``rotate`` is asked for; ValueError for settings that make no sense."""
+    return RotationRequest(
+        namespace=args.namespace,
+        secret=args.secret,
+        ca_secret=args.ca_secret or f"{args.secret}-ca",
+        service=args.service,
+        threshold=args.threshold,
+        force=args.force,
+        rotate_ca=args.rotate_ca,
+        drop_old_ca=args.drop_old_ca,
+        days=args.days,
+        ca_days=args.ca_days,
+        propagation_delay=args.propagation_delay,
+    )
 
 
 def _rotate(args: argparse.Namespace) -> int:
     # The Kubernetes client is imported only for the command that needs it.
-    from kubernetes.client.exceptions import ApiException
-
+    from webhook.kube.api_errors import ApiException, api_error_message
     from webhook.kube.client import api_client
     from webhook.kube.secrets import KubeCertificateStore
-    from webhook.tls.rotation import RotationError, RotationRequest, rotate
 
     try:
-        request = RotationRequest(
-            namespace=args.namespace,
-            secret=args.secret,
-            ca_secret=args.ca_secret or f"{args.secret}-ca",
-            service=args.service,
-            threshold=args.threshold,
-            force=args.force,
-            rotate_ca=args.rotate_ca,
-            drop_old_ca=args.drop_old_ca,
-            days=args.days,
-            ca_days=args.ca_days,
-            propagation_delay=args.propagation_delay,
-        )
+        request = _rotation_request(args)
     except ValueError as error:
         return _fail("rotate", str(error))
     try:
@@ -217,13 +279,15 @@ def _rotate(args: argparse.Namespace) -> int:
     except Exception as error:  # the config loaders raise several unrelated types
         return _fail("rotate", f"cannot reach the cluster: {error}")
     try:
-        store = KubeCertificateStore(api, args.namespace, args.webhook_configuration)
+        store = KubeCertificateStore(
+            api, args.namespace, args.webhook_configuration, labels=APP_LABELS
+        )
         report = rotate(store, request)
     except (RotationError, ValueError) as error:
         return _fail("rotate", str(error))
     except ApiException as error:
         print(
-            f"gpu-admission certs rotate: the API server refused: {error.status} {error.reason}",
+            f"gpu-admission certs rotate: the API server refused: {api_error_message(error)}",
             file=sys.stderr,
         )
         return 1

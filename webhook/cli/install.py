@@ -1,37 +1,43 @@
-"""The `install` and `uninstall` commands."""
+"""The `install` and `uninstall` commands.
+
+``install`` makes sure of the certificates first (``webhook.tls.provision``: created
+when missing, renewed when due), then applies the base with the caBundle filled and
+the webhook configurations last, and waits for a replica; ``uninstall`` removes the
+webhook configurations first. A failed API call exits 1 with kube-apiserver's message.
+"""
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from webhook.errors import PolicyError
-from webhook.install.configurations import NAME as WEBHOOK_CONFIGURATION
-from webhook.install.plan import (
+from webhook.install.names import (
+    APP_LABELS,
     CA_SECRET,
     DEPLOYMENT,
     NAMESPACE,
     SERVICE,
     TLS_SECRET,
-    WEBHOOK_KINDS,
-    InstallError,
-    base_objects,
-    current_ca_bundle,
-    render_install,
+    WEBHOOK_CONFIGURATION,
 )
+from webhook.install.plan import WEBHOOK_KINDS, InstallError, base_objects, render_install
 from webhook.policy import load_policy_text
-from webhook.policy.load import default_policy_text
-from webhook.tls.pki import create_ca, issue_serving_certificate, service_dns_names
-from webhook.tls.rotation import (
-    CA_SECRET_TYPE,
-    TLS_SECRET_TYPE,
-    RotationRequest,
-    ca_common_name,
-    rotate,
+from webhook.policy.load import DEFAULT_POLICY, default_policy_text
+from webhook.tls.provision import installed_ca_bundle, provision
+from webhook.tls.rotation import RotationError, RotationRequest
+
+#: The certificates install keeps: a leaf for the Service and the CA that issued it,
+#: renewed when due, without the wait of `certs rotate` after a caBundle change.
+CERTIFICATES = RotationRequest(
+    namespace=NAMESPACE,
+    secret=TLS_SECRET,
+    ca_secret=CA_SECRET,
+    service=SERVICE,
+    propagation_delay=0,
 )
 
 DEFAULT_WAIT_SECONDS = 300
@@ -71,10 +77,9 @@ def add_install_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
 
 
 def _install(args: argparse.Namespace) -> int:
+    from webhook.kube.api_errors import ApiException, api_error_message
     from webhook.kube.client import (
-        ApiException,
         api_client,
-        api_error_message,
         apply_webhook_configurations,
         deployment_availability,
         server_side_apply,
@@ -83,7 +88,7 @@ def _install(args: argparse.Namespace) -> int:
 
     try:
         policy_text = args.policy.read_text("utf-8") if args.policy else default_policy_text()
-        source = str(args.policy) if args.policy else "policies/default.yaml (embedded)"
+        source = str(args.policy) if args.policy else f"policies/{DEFAULT_POLICY} (embedded)"
         policy = load_policy_text(policy_text, source)
     except (OSError, PolicyError) as error:
         print(f"gpu-admission install: {error}", file=sys.stderr)
@@ -92,12 +97,10 @@ def _install(args: argparse.Namespace) -> int:
     try:
         namespace = next(o for o in base_objects() if o["kind"] == "Namespace")
         server_side_apply(api, [namespace])
-        store = KubeCertificateStore(api, NAMESPACE, WEBHOOK_CONFIGURATION)
-        for line in _ensure_certificates(store):
+        store = KubeCertificateStore(api, NAMESPACE, WEBHOOK_CONFIGURATION, labels=APP_LABELS)
+        for line in provision(store, CERTIFICATES).lines:
             print(line)
-        ca_secret = store.read_secret(CA_SECRET)
-        assert ca_secret is not None
-        bundle = current_ca_bundle(ca_secret, list(store.read_ca_bundles().values()))
+        bundle = installed_ca_bundle(store, CA_SECRET)
         plan = render_install(policy, policy_text, bundle, image=args.image)
         for applied in server_side_apply(api, plan.objects):
             print(f"applied {applied}")
@@ -105,7 +108,7 @@ def _install(args: argparse.Namespace) -> int:
         print(f"applied the webhook configurations {WEBHOOK_CONFIGURATION}")
         if args.wait > 0:
             _wait_available(lambda: deployment_availability(api, NAMESPACE, DEPLOYMENT), args.wait)
-    except InstallError as error:
+    except (InstallError, RotationError) as error:
         print(f"gpu-admission install: {error}", file=sys.stderr)
         return 1
     except ApiException as error:
@@ -114,42 +117,6 @@ def _install(args: argparse.Namespace) -> int:
     finally:
         api.close()
     return 0
-
-
-def _ensure_certificates(store: Any) -> list[str]:
-    """Create the CA and serving Secrets when missing; otherwise renew the leaf if due."""
-    lines = []
-    ca_secret = store.read_secret(CA_SECRET)
-    serving = store.read_secret(TLS_SECRET)
-    if ca_secret is None and serving is not None:
-        raise InstallError(
-            f"{store.where(TLS_SECRET)} exists but its CA Secret {store.where(CA_SECRET)} "
-            "does not; restore it, or delete the serving Secret to start afresh"
-        )
-    if ca_secret is None:
-        ca = create_ca(ca_common_name(dt.datetime.now(dt.UTC)))
-        store.write_secret(
-            CA_SECRET, {"ca.crt": ca.cert_pem(), "ca.key": ca.key_pem()}, CA_SECRET_TYPE
-        )
-        leaf = issue_serving_certificate(
-            ca, SERVICE, dns_names=service_dns_names(SERVICE, NAMESPACE)
-        )
-        store.write_secret(
-            TLS_SECRET,
-            {"tls.crt": leaf.cert_pem(), "tls.key": leaf.key_pem(), "ca.crt": ca.cert_pem()},
-            TLS_SECRET_TYPE,
-        )
-        lines.append(f"created a CA and a serving certificate in {store.where(TLS_SECRET)}")
-        return lines
-    request = RotationRequest(
-        namespace=NAMESPACE,
-        secret=TLS_SECRET,
-        ca_secret=CA_SECRET,
-        service=SERVICE,
-        propagation_delay=0,
-    )
-    lines.extend(rotate(store, request).lines)
-    return lines
 
 
 def _wait_available(availability: Any, seconds: float) -> None:
@@ -169,13 +136,8 @@ def _wait_available(availability: Any, seconds: float) -> None:
 
 
 def _uninstall(args: argparse.Namespace) -> int:
-    from webhook.kube.client import (
-        ApiException,
-        api_client,
-        api_error_message,
-        delete_objects,
-        delete_webhook_configurations,
-    )
+    from webhook.kube.api_errors import ApiException, api_error_message
+    from webhook.kube.client import api_client, delete_objects, delete_webhook_configurations
 
     api = api_client(args.kubeconfig)
     try:

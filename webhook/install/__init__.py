@@ -1,9 +1,9 @@
 """Installation: what the project puts into a cluster, rendered from the package.
 
-It owns the names of the installed objects, the webhook configurations and
-their CEL conditions (``configurations``, ``conditions``), the kustomize base
-with the image and policy set (``plan``) and the generated files of deploy/
-(``manifests``). It renders; applying is the CLI's work through the kube
-wing. It imports the engine (which kinds are workloads), the policy and the
-TLS wing.
+It owns the names of the installed objects and their label (``names``), the webhook
+configurations and their CEL conditions (``configurations``, ``conditions``), the
+kustomize base with the image and policy set (``plan``) and the generated files of
+deploy/ (``manifests``). It renders; applying is the CLI's work through the kube
+wing, the certificates the TLS wing's. It imports the engine (which kinds are
+workloads) and the policy.
 """

@@ -34,9 +34,9 @@ from typing import Any
 
 from webhook.engine.templates import CONTROLLER_KINDS
 from webhook.install.conditions import workload_condition
+from webhook.install.names import APP_LABELS, WEBHOOK_CONFIGURATION
 from webhook.policy import Policy
 
-NAME = "gpu-admission"
 MUTATING_WEBHOOK = "mutate.gpu-admission.io"
 VALIDATING_WEBHOOK = "validate.gpu-admission.io"
 WORKLOAD_WEBHOOK = "validate-workloads.gpu-admission.io"
@@ -244,7 +244,7 @@ def render_webhook_configurations(
     policy: Policy,
     endpoint: Endpoint,
     *,
-    name: str = NAME,
+    name: str = WEBHOOK_CONFIGURATION,
     own_namespace: str | None = None,
     timeout_seconds: int = 3,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -293,7 +293,7 @@ def render_webhook_configurations(
     )
     del autoscaler_hook["matchConditions"]  # what it scales is only known from the cluster
     autoscaler_hook["failurePolicy"] = AUTOSCALER_FAILURE_POLICY
-    metadata = {"name": name, "labels": {"app.kubernetes.io/name": "gpu-admission"}}
+    metadata = {"name": name, "labels": dict(APP_LABELS)}
     return (
         {
             "apiVersion": "admissionregistration.k8s.io/v1",

@@ -2,9 +2,9 @@
 
 The objects come from `deploy/base` (shipped in the wheel), so `kubectl apply
 -k deploy/` and `install` install the same thing. What install adds:
-certificates (generated, or reused and renewed when due), the policy ConfigMap
-from any policy file, the caBundle in both webhook configurations, an image
-override, and a wait for the Deployment to be available.
+certificates (generated, or reused and renewed when due: ``webhook.tls.provision``),
+the policy ConfigMap from any policy file, the caBundle in both webhook
+configurations, an image override, and a wait for the Deployment to be available.
 
 Order matters so nothing is ever left blocking: install creates the webhook
 configurations last, after everything they call; uninstall deletes them
@@ -13,7 +13,6 @@ first, before anything they call goes away.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 from dataclasses import dataclass
 from importlib import resources
@@ -23,16 +22,16 @@ from typing import Any
 import yaml
 
 from webhook.install.configurations import Endpoint, render_webhook_configurations
+from webhook.install.names import (
+    APP_LABELS,
+    DEPLOYMENT,
+    IMAGE_NAME,
+    NAMESPACE,
+    POLICY_CONFIGMAP,
+    SERVICE,
+)
 from webhook.policy import Policy
-from webhook.tls.pki import ca_bundle, ca_from_pem, certificates_from_pem
 
-NAMESPACE = "gpu-admission"
-SERVICE = "gpu-admission"
-TLS_SECRET = "gpu-admission-tls"
-CA_SECRET = "gpu-admission-tls-ca"
-POLICY_CONFIGMAP = "gpu-admission-policy"
-DEPLOYMENT = "gpu-admission"
-IMAGE_NAME = "gpu-admission"  # as deploy/base names it, before any override
 POLICY_CHECKSUM = "gpu-admission.io/policy-sha256"
 
 CLUSTER_SCOPED = frozenset(
@@ -110,18 +109,6 @@ def render_install(
     return InstallPlan(objects, mutating, validating)
 
 
-def current_ca_bundle(ca_secret: dict[str, bytes], live_bundles: list[str]) -> str:
-    """The caBundle to install: the current CA, plus any CA the live bundles already
-    trust during a rotation's overlap (install must not cut an overlap short)."""
-    current = ca_from_pem(ca_secret["ca.crt"], ca_secret["ca.key"]).certificate
-    trusted = [current]
-    for bundle in live_bundles:
-        for certificate in certificates_from_pem(base64.b64decode(bundle)):
-            if certificate not in trusted:
-                trusted.append(certificate)
-    return ca_bundle(*trusted)
-
-
 def _policy_configmap(policy_text: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -129,7 +116,7 @@ def _policy_configmap(policy_text: str) -> dict[str, Any]:
         "metadata": {
             "name": POLICY_CONFIGMAP,
             "namespace": NAMESPACE,
-            "labels": {"app.kubernetes.io/name": "gpu-admission"},
+            "labels": dict(APP_LABELS),
         },
         "data": {"policy.yaml": policy_text},
     }

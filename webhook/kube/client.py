@@ -1,21 +1,34 @@
-"""The only module that talks to the Kubernetes API.
+"""The client and what the commands apply and delete with it.
 
-Uses the official `kubernetes` client. Objects are plain dicts rendered by
-webhook_config; this module only creates or replaces them.
+Credentials come from a kubeconfig file or the in-cluster service account. Objects
+are plain dicts rendered by the install wing; this module applies them (server-side
+apply, or a whole replacement of the webhook configurations through
+``webhook.kube.writes``), deletes them, and reads a Deployment's availability. Failed
+calls raise ``ApiException``; ``webhook.kube.api_errors`` turns one into a message.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException as ApiException
 from kubernetes.dynamic import DynamicClient
 
-CONFLICT = 409
-NOT_FOUND = 404
+from webhook.kube.api_errors import NOT_FOUND, ApiException
+from webhook.kube.writes import create_or_replace
+
+__all__ = [
+    "FIELD_MANAGER",
+    "api_client",
+    "apply_webhook_configurations",
+    "delete_objects",
+    "delete_webhook_configurations",
+    "deployment_availability",
+    "server_side_apply",
+]
+
+FIELD_MANAGER = "gpu-admission"
 
 
 def api_client(kubeconfig: Path | None = None) -> Any:
@@ -29,19 +42,19 @@ def api_client(kubeconfig: Path | None = None) -> Any:
 def apply_webhook_configurations(
     api: Any, mutating: dict[str, Any], validating: dict[str, Any]
 ) -> None:
-    """Create both configurations, or replace them where they exist."""
+    """Create both configurations, or replace them whole where they exist."""
     admission = client.AdmissionregistrationV1Api(api)
-    _create_or_replace(
+    create_or_replace(
         mutating,
-        admission.create_mutating_webhook_configuration,
-        admission.read_mutating_webhook_configuration,
-        admission.replace_mutating_webhook_configuration,
+        read=admission.read_mutating_webhook_configuration,
+        create=admission.create_mutating_webhook_configuration,
+        replace=admission.replace_mutating_webhook_configuration,
     )
-    _create_or_replace(
+    create_or_replace(
         validating,
-        admission.create_validating_webhook_configuration,
-        admission.read_validating_webhook_configuration,
-        admission.replace_validating_webhook_configuration,
+        read=admission.read_validating_webhook_configuration,
+        create=admission.create_validating_webhook_configuration,
+        replace=admission.replace_validating_webhook_configuration,
     )
 
 
@@ -57,22 +70,6 @@ def delete_webhook_configurations(api: Any, name: str) -> None:
         except ApiException as error:
             if error.status != NOT_FOUND:
                 raise
-
-
-def _create_or_replace(body: dict[str, Any], create: Any, read: Any, replace: Any) -> None:
-    name = body["metadata"]["name"]
-    try:
-        create(body)
-    except ApiException as error:
-        if error.status != CONFLICT:
-            raise
-        current = read(name)
-        updated = dict(body, metadata=dict(body["metadata"]))
-        updated["metadata"]["resourceVersion"] = current.metadata.resource_version
-        replace(name, updated)
-
-
-FIELD_MANAGER = "gpu-admission"
 
 
 def server_side_apply(api: Any, objects: list[dict[str, Any]]) -> list[str]:
@@ -116,13 +113,3 @@ def deployment_availability(api: Any, namespace: str, name: str) -> tuple[int, i
     deployment = client.AppsV1Api(api).read_namespaced_deployment(name, namespace)
     available = deployment.status.available_replicas if deployment.status else None
     return (available or 0, deployment.spec.replicas or 0)
-
-
-def api_error_message(error: ApiException) -> str:
-    """The apiserver's own message from a failed call, e.g. 'namespace ... is being terminated'."""
-    try:
-        body = json.loads(error.body or "{}")
-    except ValueError:
-        body = {}
-    message = body.get("message") if isinstance(body, dict) else None
-    return f"{error.status} {error.reason}: {message or error.body}"

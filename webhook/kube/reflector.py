@@ -45,7 +45,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import orjson
 from urllib3.exceptions import HTTPError, MaxRetryError, NewConnectionError, ProtocolError
 
-from webhook.kube.client import ApiException, api_error_message
+from webhook.kube.api_errors import GONE, ApiException, api_error_message
 
 __all__ = [
     "Backoff",
@@ -59,7 +59,6 @@ __all__ = [
 
 log = logging.getLogger("gpu_admission.inventory")
 
-GONE = 410
 CONNECT_TIMEOUT = 10.0
 """Seconds to establish a connection to the apiserver."""
 LIST_READ_TIMEOUT = 60.0

@@ -1,51 +1,36 @@
 """The Kubernetes side of certificate rotation: Secrets and webhook ``caBundle``s.
 
-Implements ``webhook.tls.rotation.CertificateStore`` with the official client, as
-``webhook.kube.client`` does for the webhook configurations themselves. Writes replace the
-object read just before, with its resourceVersion, so two rotations running at once
-conflict (and are retried on fresh data) instead of overwriting each other.
-
-Objects are read as raw JSON and written back as plain dicts, so base64 values
-(Secret data, ``caBundle``) pass through exactly as the API server stores them,
-whatever the generated models make of ``bytes`` fields.
+Implements ``webhook.tls.rotation.CertificateStore`` with the official client. Every
+write replaces the object read just before (``webhook.kube.writes``), so two rotations
+running at once conflict, and are retried on fresh data, instead of overwriting each
+other. A Secret the store creates carries the labels its caller gives: which labels
+mark the installed objects is the install wing's to say, not this wing's.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
+
+from webhook.kube.writes import read_json, retry_on_conflict
 
 __all__ = ["KubeCertificateStore"]
-
-CONFLICT = 409
-NOT_FOUND = 404
-ATTEMPTS = 3
-
-T = TypeVar("T")
-
-
-def _retry_on_conflict(write: Callable[[], T]) -> T:
-    for attempt in range(ATTEMPTS):
-        try:
-            return write()
-        except ApiException as error:
-            if error.status != CONFLICT or attempt == ATTEMPTS - 1:
-                raise
-    raise AssertionError("unreachable")
 
 
 class KubeCertificateStore:
     """The Secrets of ``namespace`` and the caBundles of the Mutating- and
-    ValidatingWebhookConfiguration called ``configuration``."""
+    ValidatingWebhookConfiguration called ``configuration``; Secrets it creates get
+    ``labels``."""
 
-    def __init__(self, api: Any, namespace: str, configuration: str) -> None:
+    def __init__(
+        self, api: Any, namespace: str, configuration: str, *, labels: Mapping[str, str]
+    ) -> None:
         self.namespace = namespace
         self.configuration = configuration
+        self.labels = dict(labels)
         # Typed as Any: bodies are plain dicts, which the client validates into its models.
         self._core: Any = client.CoreV1Api(api)
         admission = client.AdmissionregistrationV1Api(api)
@@ -84,7 +69,7 @@ class KubeCertificateStore:
                     "metadata": {
                         "name": name,
                         "namespace": self.namespace,
-                        "labels": {"app.kubernetes.io/name": "gpu-admission"},
+                        "labels": dict(self.labels),
                     },
                     "type": secret_type,
                     "data": encoded,
@@ -94,7 +79,7 @@ class KubeCertificateStore:
             secret["data"] = encoded
             self._core.replace_namespaced_secret(name, self.namespace, secret)
 
-        _retry_on_conflict(write)
+        retry_on_conflict(write)
 
     def read_ca_bundles(self) -> dict[str, str]:
         bundles: dict[str, str] = {}
@@ -127,25 +112,13 @@ class KubeCertificateStore:
                 if changed:
                     replace(self.configuration, configuration)
 
-            _retry_on_conflict(write)
+            retry_on_conflict(write)
 
     def _key(self, kind: str, webhook: str) -> str:
         return f"{kind}/{self.configuration}/{webhook}"
 
     def _read_secret(self, name: str) -> dict[str, Any] | None:
-        return _read_json(self._core.read_namespaced_secret, name, self.namespace)
+        return read_json(self._core.read_namespaced_secret, name, self.namespace)
 
     def _read_configuration(self, read: Callable[..., Any]) -> dict[str, Any] | None:
-        return _read_json(read, self.configuration)
-
-
-def _read_json(read: Callable[..., Any], *args: str) -> dict[str, Any] | None:
-    """The object as the API server sent it, or None if it does not exist."""
-    try:
-        response = read(*args, _preload_content=False)
-    except ApiException as error:
-        if error.status == NOT_FOUND:
-            return None
-        raise
-    document: dict[str, Any] = json.loads(response.data)
-    return document
+        return read_json(read, self.configuration)

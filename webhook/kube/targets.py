@@ -12,14 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from webhook.engine.autoscalers import ScaleTarget, target_kind
 from webhook.engine.templates import BUILT_IN_KINDS, TemplateKind
+from webhook.kube.api_errors import NOT_FOUND, ApiException
 
 __all__ = ["TIMEOUT_SECONDS", "fetch_scale_target"]
 
-NOT_FOUND = 404
 TIMEOUT_SECONDS = 2.0
 """Well within the webhook's own timeout, so a slow API server costs a warning, not the review."""
 

@@ -38,6 +38,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from webhook.service.file_poll import DEFAULT_INTERVAL, FilePoller, content_digest
+from webhook.tls.key_match import key_matches
+from webhook.tls.pki import certificates_from_pem
 from webhook.tls.served import CertificateState, ServedCertificate, warn_if_expiring
 
 __all__ = [
@@ -93,16 +95,6 @@ def read_key_pair(files: KeyPairFiles) -> KeyPairSnapshot:
     return KeyPairSnapshot(cert_pem=files.cert.read_bytes(), key_pem=files.key.read_bytes())
 
 
-def _public_key_der(key: object) -> bytes:
-    public_bytes = getattr(key, "public_bytes", None)
-    if public_bytes is None:
-        raise InvalidKeyPair(f"unsupported key type {type(key).__name__}")
-    der: bytes = public_bytes(
-        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-    return der
-
-
 def check_key_pair(snapshot: KeyPairSnapshot) -> x509.Certificate:
     """The leaf certificate of a pair that can be served; InvalidKeyPair says why not.
 
@@ -110,7 +102,7 @@ def check_key_pair(snapshot: KeyPairSnapshot) -> x509.Certificate:
     key, of any type OpenSSL serves, must hold the leaf's public key.
     """
     try:
-        certificates = x509.load_pem_x509_certificates(snapshot.cert_pem)
+        certificates = certificates_from_pem(snapshot.cert_pem)
     except ValueError as error:
         raise InvalidKeyPair(
             f"the certificate file holds no readable certificate: {error}"
@@ -120,7 +112,7 @@ def check_key_pair(snapshot: KeyPairSnapshot) -> x509.Certificate:
     except (ValueError, TypeError) as error:
         raise InvalidKeyPair(f"the key file holds no readable unencrypted key: {error}") from None
     leaf = certificates[0]
-    if _public_key_der(leaf.public_key()) != _public_key_der(key.public_key()):
+    if not key_matches(leaf, key):
         raise InvalidKeyPair("the key does not belong to the certificate")
     return leaf
 

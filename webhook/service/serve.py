@@ -59,7 +59,7 @@ from webhook.service.inventory import (
     inventory_readiness,
 )
 from webhook.service.policy_reload import PolicyReloader
-from webhook.tls.pki import ensure_dev_serving_certificate
+from webhook.tls.dev import ensure_dev_serving_certificate
 
 METRICS_PORT = 9090
 GRACEFUL_SHUTDOWN_SECONDS = 5

@@ -1,12 +1,14 @@
-"""Certificates for serving the admission webhook over TLS.
+"""Issuing and reading the certificates that serve the admission webhook over TLS.
 
 The Kubernetes API server only calls admission webhooks over HTTPS, and it checks the
 webhook's serving certificate against the ``caBundle`` in the webhook configuration.
 This module creates the small private PKI that needs: a certificate authority, serving
 certificates whose subjectAltNames match the webhook Service's DNS names (the API server
-ignores the common name), and client certificates for mutual TLS. It also writes key
-pairs to disk safely, produces the base64 ``caBundle`` value, and provides throwaway
-certificates for ``gpu-admission serve`` when no certificate was given.
+ignores the common name), and client certificates for mutual TLS. It reads them back
+from PEM, produces and decodes the base64 ``caBundle`` value, and answers what a
+renewal asks of a certificate (its names, its issuer, its life left). Everything here
+works in memory: files are ``webhook.tls.files``, the throwaway certificates of
+``gpu-admission serve`` ``webhook.tls.dev``.
 
 All keys are ECDSA P-256 and all signatures use SHA-256.
 """
@@ -14,57 +16,42 @@ All keys are ECDSA P-256 and all signatures use SHA-256.
 from __future__ import annotations
 
 import base64
-import contextlib
 import datetime as dt
-import fcntl
 import ipaddress
-import os
 import re
-import secrets
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-from cryptography.x509.verification import PolicyBuilder, Store, Subject, VerificationError
+
+from webhook.tls.key_match import key_matches
 
 __all__ = [
+    "CLOCK_SKEW",
     "CertificateAuthority",
-    "DevCertificatePaths",
     "IssuedCertificate",
     "ca_bundle",
     "ca_from_pem",
     "certificates_from_pem",
     "create_ca",
     "decode_ca_bundle",
-    "ensure_dev_serving_certificate",
-    "existing_ca",
     "is_issued_by",
     "issue_client_certificate",
     "issue_service_certificate",
     "issue_serving_certificate",
     "issued_from_pem",
     "life_left",
-    "load_ca",
-    "not_after",
     "service_dns_names",
     "subject_alt_names",
-    "write_key_pair",
 ]
 
 #: How far ``not_valid_before`` is moved into the past, so that peers whose clocks run a
 #: little behind ours accept a certificate issued just now.
 CLOCK_SKEW = dt.timedelta(minutes=5)
-
-#: ``ensure_dev_serving_certificate`` replaces certificates that expire sooner than this.
-DEV_RENEW_BEFORE = dt.timedelta(days=30)
-
-DEV_DNS_NAMES = ("localhost",)
-DEV_IP_ADDRESSES = ("127.0.0.1", "::1")
 
 _MAX_COMMON_NAME = 64  # ub-common-name in RFC 5280
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -82,18 +69,12 @@ def _key_pem(private_key: ec.EllipticCurvePrivateKey) -> bytes:
     )
 
 
-def _public_key_der(key: object) -> bytes:
-    if not isinstance(key, ec.EllipticCurvePublicKey):
-        raise ValueError("certificate does not hold an elliptic-curve public key")
-    return key.public_bytes(
-        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-
-
 def _check_key_matches(certificate: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> None:
     if not isinstance(key, ec.EllipticCurvePrivateKey):
         raise TypeError(f"private key must be an EllipticCurvePrivateKey, not {type(key)!r}")
-    if _public_key_der(certificate.public_key()) != _public_key_der(key.public_key()):
+    if not isinstance(certificate.public_key(), ec.EllipticCurvePublicKey):
+        raise ValueError("certificate does not hold an elliptic-curve public key")
+    if not key_matches(certificate, key):
         raise ValueError("private key does not match the certificate's public key")
 
 
@@ -143,15 +124,6 @@ class IssuedCertificate:
     def key_pem(self) -> bytes:
         """The private key, PEM-encoded PKCS#8, unencrypted."""
         return _key_pem(self.private_key)
-
-
-@dataclass(frozen=True)
-class DevCertificatePaths:
-    """Where ``ensure_dev_serving_certificate`` keeps the development certificates."""
-
-    ca_cert: Path
-    cert: Path
-    key: Path
 
 
 def _now() -> dt.datetime:
@@ -358,60 +330,6 @@ def issue_client_certificate(
     return _issue(ca, subject, usage=ExtendedKeyUsageOID.CLIENT_AUTH, san=(), days=days)
 
 
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_atomically(path: Path, data: bytes, mode: int) -> None:
-    """Write ``data`` to ``path`` so that readers see either the old or the new content.
-
-    The temporary file is created with ``mode`` in the same ``os.open`` call, so a private
-    key is never readable by others, not even for a moment.
-    """
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
-    fd = os.open(temporary, flags, mode)
-    try:
-        with os.fdopen(fd, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            temporary.unlink()
-        raise
-
-
-def _check_file_name(name: str) -> None:
-    if not name or name in {".", ".."} or "/" in name or "\0" in name:
-        raise ValueError(f"invalid key pair name {name!r}: expected a plain file name")
-    if os.altsep is not None and os.altsep in name:
-        raise ValueError(f"invalid key pair name {name!r}: expected a plain file name")
-
-
-def write_key_pair(
-    directory: Path, name: str, pair: CertificateAuthority | IssuedCertificate
-) -> tuple[Path, Path]:
-    """Write ``<name>.crt`` and ``<name>.key`` into ``directory``; return both paths.
-
-    A missing directory is created with mode 0700. The key file has mode 0600 from the
-    moment it exists. Each file is replaced atomically; the key is written first.
-    """
-    _check_file_name(name)
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    cert_path = directory / f"{name}.crt"
-    key_path = directory / f"{name}.key"
-    _write_atomically(key_path, pair.key_pem(), 0o600)
-    _write_atomically(cert_path, pair.cert_pem(), 0o644)
-    _fsync_directory(directory)
-    return cert_path, key_path
-
-
 def certificates_from_pem(data: bytes) -> list[x509.Certificate]:
     """Every certificate in a PEM blob, in order; ValueError if there is none."""
     return x509.load_pem_x509_certificates(data)
@@ -424,63 +342,25 @@ def _ec_key_from_pem(data: bytes, source: str) -> ec.EllipticCurvePrivateKey:
     return key
 
 
-def _load_certificate(path: Path) -> x509.Certificate:
-    return certificates_from_pem(path.read_bytes())[0]
+def ca_from_pem(
+    cert_pem: bytes, key_pem: bytes, *, key_source: str = "the CA key"
+) -> CertificateAuthority:
+    """A CA from its PEMs, e.g. the ``ca.crt``/``ca.key`` of a Secret or of a directory.
 
-
-def _load_ec_key(path: Path) -> ec.EllipticCurvePrivateKey:
-    return _ec_key_from_pem(path.read_bytes(), str(path))
-
-
-def ca_from_pem(cert_pem: bytes, key_pem: bytes) -> CertificateAuthority:
-    """A CA kept somewhere other than files, e.g. the ``ca.crt``/``ca.key`` of a Secret.
-
-    Raises ValueError as ``load_ca`` does.
+    Raises ValueError if they cannot be parsed, the key (named ``key_source`` in the
+    message) does not belong to the certificate, or the certificate is not a CA.
     """
     certificate = certificates_from_pem(cert_pem)[0]
-    return CertificateAuthority(certificate, _ec_key_from_pem(key_pem, "the CA key"))
+    return CertificateAuthority(certificate, _ec_key_from_pem(key_pem, key_source))
 
 
-def issued_from_pem(cert_pem: bytes, key_pem: bytes) -> IssuedCertificate:
+def issued_from_pem(
+    cert_pem: bytes, key_pem: bytes, *, key_source: str = "the serving key"
+) -> IssuedCertificate:
     """A leaf and its key, e.g. the ``tls.crt``/``tls.key`` of a Secret; ValueError if they
     cannot be parsed or do not belong together."""
     certificate = certificates_from_pem(cert_pem)[0]
-    return IssuedCertificate(certificate, _ec_key_from_pem(key_pem, "the serving key"))
-
-
-def load_ca(cert_path: Path, key_path: Path) -> CertificateAuthority:
-    """Load a CA written by ``write_key_pair`` (or any PEM CA with an unencrypted EC key).
-
-    Raises ValueError if the files cannot be parsed, the key does not belong to the
-    certificate, or the certificate is not a CA.
-    """
-    certificate = _load_certificate(cert_path)
-    key = _load_ec_key(key_path)
-    return CertificateAuthority(certificate=certificate, private_key=key)
-
-
-def existing_ca(directory: Path) -> CertificateAuthority | None:
-    """The CA in ``directory`` (``ca.crt`` and ``ca.key``), or None if there is none.
-
-    Reusing a CA keeps every ``caBundle`` that already trusts it valid, so a renewed
-    leaf needs no configuration change. One file without the other is a ValueError
-    rather than a reason to start over: replacing a CA silently would break every client
-    that trusts the old one.
-    """
-    cert_path, key_path = directory / "ca.crt", directory / "ca.key"
-    present = [path for path in (cert_path, key_path) if path.exists()]
-    if len(present) == 2:
-        try:
-            return load_ca(cert_path, key_path)
-        except ValueError as error:
-            raise ValueError(f"the CA in {directory} cannot be used: {error}") from None
-    if present:
-        missing = key_path if present == [cert_path] else cert_path
-        raise ValueError(
-            f"{present[0]} exists but {missing} does not: restore it, or remove "
-            f"{present[0]} to create a new CA"
-        )
-    return None
+    return IssuedCertificate(certificate, _ec_key_from_pem(key_pem, key_source))
 
 
 def ca_bundle(*cas: x509.Certificate) -> str:
@@ -587,68 +467,3 @@ def life_left(certificate: x509.Certificate, now: dt.datetime | None = None) -> 
     if total <= 0 or moment >= end:
         return 0.0
     return min(1.0, (end - moment).total_seconds() / total)
-
-
-def not_after(cert_path: Path) -> dt.datetime:
-    """When the first certificate in the PEM file ``cert_path`` expires (timezone-aware UTC)."""
-    return _load_certificate(cert_path).not_valid_after_utc
-
-
-@contextlib.contextmanager
-def _locked(directory: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``directory`` so concurrent callers do not mix key pairs."""
-    fd = os.open(directory / ".lock", os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
-def _dev_certificates_usable(paths: DevCertificatePaths, ca_key: Path) -> bool:
-    try:
-        ca = load_ca(paths.ca_cert, ca_key)
-        issued = IssuedCertificate(
-            certificate=_load_certificate(paths.cert), private_key=_load_ec_key(paths.key)
-        )
-    except (FileNotFoundError, ValueError, TypeError):
-        return False
-    now = _now()
-    if issued.certificate.not_valid_after_utc - now <= DEV_RENEW_BEFORE:
-        return False
-    if ca.certificate.not_valid_after_utc - now <= DEV_RENEW_BEFORE:
-        return False
-    policy = PolicyBuilder().store(Store([ca.certificate])).time(now)
-    subjects: list[Subject] = [x509.DNSName(n) for n in DEV_DNS_NAMES]
-    subjects += [x509.IPAddress(ipaddress.ip_address(a)) for a in DEV_IP_ADDRESSES]
-    try:
-        for subject in subjects:
-            policy.build_server_verifier(subject).verify(issued.certificate, [])
-    except VerificationError:
-        return False
-    return True
-
-
-def ensure_dev_serving_certificate(directory: Path) -> DevCertificatePaths:
-    """Provide a CA and a localhost serving certificate for ``gpu-admission serve``.
-
-    Used when no certificate was configured. Files in ``directory`` (``ca.crt``,
-    ``ca.key``, ``tls.crt``, ``tls.key``) are reused if they chain together, cover
-    localhost, 127.0.0.1 and ::1, and stay valid for more than 30 more days; otherwise a new
-    CA and serving certificate replace them. Point clients at ``ca_cert`` to trust it.
-    """
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    paths = DevCertificatePaths(
-        ca_cert=directory / "ca.crt", cert=directory / "tls.crt", key=directory / "tls.key"
-    )
-    ca_key = directory / "ca.key"
-    with _locked(directory):
-        if _dev_certificates_usable(paths, ca_key):
-            return paths
-        ca = create_ca("gpu-admission development CA")
-        serving = issue_serving_certificate(
-            ca, "localhost", dns_names=DEV_DNS_NAMES, ip_addresses=DEV_IP_ADDRESSES
-        )
-        write_key_pair(directory, "ca", ca)
-        write_key_pair(directory, "tls", serving)
-    return paths

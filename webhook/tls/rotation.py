@@ -1,9 +1,9 @@
 """Renewing the serving certificate in a cluster, and rotating the CA behind it, safely.
 
-The certificates live in two Secrets: the serving Secret (type ``kubernetes.io/tls``:
-``tls.crt``, ``tls.key`` and ``ca.crt``), which the pods mount and reload
-(``webhook.service.certificate_reload``), and the CA Secret (``ca.crt``, ``ca.key``), which nothing
-mounts. kube-apiserver trusts the CAs in each webhook's ``caBundle``.
+The certificates live in two Secrets (``webhook.tls.secret_layout``): the serving
+Secret, which the pods mount and reload (``webhook.service.certificate_reload``), and
+the CA Secret, which nothing mounts. kube-apiserver trusts the CAs in each webhook's
+``caBundle``. Creating both Secrets the first time is ``webhook.tls.provision``.
 
 The order of the steps is what keeps every call working:
 
@@ -36,7 +36,6 @@ from cryptography.hazmat.primitives import serialization
 from webhook.tls.pki import (
     CertificateAuthority,
     ca_bundle,
-    ca_from_pem,
     certificates_from_pem,
     create_ca,
     decode_ca_bundle,
@@ -46,21 +45,26 @@ from webhook.tls.pki import (
     service_dns_names,
     subject_alt_names,
 )
+from webhook.tls.secret_layout import (
+    CA_KEYS,
+    CA_SECRET_TYPE,
+    CERTIFICATE,
+    TLS_SECRET_TYPE,
+    ca_from_secret,
+    ca_secret_data,
+    serving_secret_data,
+)
 
 __all__ = [
-    "CA_SECRET_TYPE",
     "DEFAULT_THRESHOLD",
-    "TLS_SECRET_TYPE",
     "CertificateStore",
     "RotationError",
     "RotationReport",
     "RotationRequest",
     "ca_common_name",
     "rotate",
+    "store_new_ca",
 ]
-
-TLS_SECRET_TYPE = "kubernetes.io/tls"
-CA_SECRET_TYPE = "Opaque"
 
 #: Renew a leaf once less than this fraction of its lifetime is left: a 1-year leaf
 #: about four months before it expires, which leaves room for a failed renewal or two.
@@ -153,7 +157,7 @@ def rotate(
     docstring for the order of the steps)."""
     moment = now or dt.datetime.now(dt.UTC)
     report = RotationReport()
-    serving = _read_required(store, request.secret, ("tls.crt",), "serving")
+    serving = _read_required(store, request.secret, (CERTIFICATE,), "serving")
     ca = _read_ca(store, request.ca_secret)
     leaf = _leaf(serving)
     if request.drop_old_ca and (leaf is None or not is_issued_by(leaf, ca.certificate)):
@@ -164,10 +168,7 @@ def rotate(
         )
     previous_ca = ca
     if request.rotate_ca:
-        ca = create_ca(ca_common_name(moment), days=request.ca_days)
-        store.write_secret(
-            request.ca_secret, {"ca.crt": ca.cert_pem(), "ca.key": ca.key_pem()}, CA_SECRET_TYPE
-        )
+        ca = store_new_ca(store, request, moment)
         report.ca_rotated = True
         report.lines.append(
             f"new CA {ca.certificate.subject.rfc4514_string()} in "
@@ -198,6 +199,16 @@ def rotate(
     return report
 
 
+def store_new_ca(
+    store: CertificateStore, request: RotationRequest, now: dt.datetime
+) -> CertificateAuthority:
+    """A new CA, named for ``now`` and valid for ``request.ca_days`` days, written to the
+    CA Secret before anything can depend on it."""
+    ca = create_ca(ca_common_name(now), days=request.ca_days)
+    store.write_secret(request.ca_secret, ca_secret_data(ca), CA_SECRET_TYPE)
+    return ca
+
+
 def _read_required(
     store: CertificateStore, name: str, keys: tuple[str, ...], what: str
 ) -> dict[str, bytes]:
@@ -214,16 +225,16 @@ def _read_required(
 
 
 def _read_ca(store: CertificateStore, name: str) -> CertificateAuthority:
-    data = _read_required(store, name, ("ca.crt", "ca.key"), "CA")
+    data = _read_required(store, name, CA_KEYS, "CA")
     try:
-        return ca_from_pem(data["ca.crt"], data["ca.key"])
+        return ca_from_secret(data)
     except (ValueError, TypeError) as error:
         raise RotationError(f"the CA in {store.where(name)} cannot be used: {error}") from None
 
 
 def _leaf(serving: Mapping[str, bytes]) -> x509.Certificate | None:
     try:
-        return certificates_from_pem(serving["tls.crt"])[0]
+        return certificates_from_pem(serving[CERTIFICATE])[0]
     except ValueError:
         return None
 
@@ -320,12 +331,8 @@ def _renew(
     issued = issue_serving_certificate(
         ca, common_name, dns_names=names, ip_addresses=addresses, days=request.days
     )
-    data = {
-        **serving,
-        "tls.crt": issued.cert_pem(),
-        "tls.key": issued.key_pem(),
-        "ca.crt": ca.cert_pem(),
-    }
+    # Keys of the Secret other than the three it is made of are kept.
+    data = {**serving, **serving_secret_data(issued, ca)}
     store.write_secret(request.secret, data, TLS_SECRET_TYPE)
     report.renewed = True
     report.lines.append(
