@@ -37,16 +37,19 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
+from fastapi import FastAPI
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from webhook.engine import Engine
 from webhook.engine.inventory import Inventory
-from webhook.http.app import Readiness, ScaledWorkloads, create_app
+from webhook.http.app import create_app
 from webhook.http.limits import CUT_REASONS, EdgeLimits, guarded_protocol
 from webhook.http.memory import keep_large_blocks_mapped, trim_periodically
 from webhook.http.metrics import Metrics
 from webhook.http.metrics_app import create_metrics_app
 from webhook.http.offload import ReviewWorker
+from webhook.http.readiness import Readiness
+from webhook.http.scaled_workloads import ScaledWorkloads
 from webhook.kube.client import api_client
 from webhook.kube.inventory import InventoryWatcher
 from webhook.kube.targets import fetch_scale_target
@@ -113,9 +116,31 @@ def serve(policy: Policy, settings: ServeSettings) -> None:
     """Serve until SIGINT or SIGTERM; certificate and policy files are watched all along."""
     metrics = Metrics()
     keep_large_blocks_mapped()
+    certificate = _certificate_reloader(settings)
+    metrics.watch_certificate(certificate.state)
+    engine, policy_check, policy_watcher = _policy_serving(policy, settings, metrics)
+    readiness = Readiness(
+        checks={"policy": policy_check, "certificate": certificate.state.readiness}
+    )
+    inventory = _live_inventory(policy, settings, engine, readiness, metrics)
+    worker = ReviewWorker()
+    app = _admission_app(engine, readiness, metrics, inventory, worker)
+    server = _admission_server(app, settings, certificate.context, metrics)
+    log.info(
+        "serving",
+        extra={"url": f"https://{settings.host}:{settings.port}", "policy": policy.source},
+    )
+    metrics_server = _metrics_server(metrics, settings) if settings.metrics_port else None
+    watchers = _watchers(certificate, policy_watcher)
+    _run(server, metrics_server, watchers, _Companions(worker, inventory))
+
+
+def _certificate_reloader(settings: ServeSettings) -> CertificateReloader:
+    """The TLS context to serve from, reloaded when the certificate files change; exits
+    when the certificate and key cannot be used."""
     cert, key = serving_certificate(settings)
     try:
-        reloader = CertificateReloader(
+        return CertificateReloader(
             KeyPairFiles(cert=cert, key=key), interval=settings.reload_interval
         )
     except (InvalidKeyPair, OSError) as error:
@@ -124,47 +149,73 @@ def serve(policy: Policy, settings: ServeSettings) -> None:
             extra={"certificate": str(cert), "key": str(key), "reason": str(error)},
         )
         raise SystemExit(2) from None
-    metrics.watch_certificate(reloader.state)
-    watchers: dict[str, Watcher] = {
-        "certificate-reloader": reloader.watch,
-        "memory-trimmer": trim_periodically,
-    }
-    engine, policy_check, policy_watcher = _policy_serving(policy, settings, metrics)
-    if policy_watcher is not None:
-        watchers["policy-reloader"] = policy_watcher
-    readiness = Readiness(checks={"policy": policy_check, "certificate": reloader.state.readiness})
-    inventory: Callable[[], Inventory] | None = None
-    scaled_workloads: ScaledWorkloads | None = None
-    watcher = None
-    if settings.inventory:
-        api = _kubernetes_client(settings)
-        watcher = InventoryWatcher(
-            api,
-            node_label_keys=inventory_label_keys(policy),
-            on_change=MissingClassReport(lambda: engine().policy),
-        )
-        inventory = _current(watcher)
-        readiness.checks["inventory"] = lambda: inventory_readiness(
-            watcher.status(), watcher.current, engine().policy
-        )
-        metrics.watch_inventory(watcher.sync_age_seconds)
-        scaled_workloads = functools.partial(fetch_scale_target, api)
-    worker = ReviewWorker()
-    app = create_app(
+
+
+@dataclass(frozen=True)
+class _LiveInventory:
+    """Nodes and PriorityClasses kept by a watcher of the cluster, and the reader of the
+    workloads autoscalers target in the same cluster."""
+
+    watcher: InventoryWatcher
+    scaled_workloads: ScaledWorkloads
+
+    def current(self) -> Inventory:
+        return self.watcher.current
+
+
+def _live_inventory(
+    policy: Policy,
+    settings: ServeSettings,
+    engine: Callable[[], Engine],
+    readiness: Readiness,
+    metrics: Metrics,
+) -> _LiveInventory | None:
+    """The live inventory when ``settings`` ask for one (not started yet), with its
+    /readyz check and its metrics; exits when no Kubernetes client can be made."""
+    if not settings.inventory:
+        return None
+    api = _kubernetes_client(settings)
+    watcher = InventoryWatcher(
+        api,
+        node_label_keys=inventory_label_keys(policy),
+        on_change=MissingClassReport(lambda: engine().policy),
+    )
+    readiness.checks["inventory"] = lambda: inventory_readiness(
+        watcher.status(), watcher.current, engine().policy
+    )
+    metrics.watch_inventory(watcher.sync_age_seconds)
+    return _LiveInventory(watcher, functools.partial(fetch_scale_target, api))
+
+
+def _admission_app(
+    engine: Callable[[], Engine],
+    readiness: Readiness,
+    metrics: Metrics,
+    inventory: _LiveInventory | None,
+    worker: ReviewWorker,
+) -> FastAPI:
+    return create_app(
         engine,
         readiness,
         metrics=metrics,
-        inventory=inventory,
-        scaled_workloads=scaled_workloads,
+        inventory=None if inventory is None else inventory.current,
+        scaled_workloads=None if inventory is None else inventory.scaled_workloads,
         worker=worker,
     )
+
+
+def _admission_server(
+    app: FastAPI, settings: ServeSettings, context: ssl.SSLContext, metrics: Metrics
+) -> uvicorn.Server:
+    """The HTTPS server of ``app``: TLS from ``context``, the edge's limits on every
+    connection, each connection cut off counted in ``metrics``."""
     metrics.expect_cuts(CUT_REASONS)
     protocol = guarded_protocol(settings.limits, metrics.connection_cut)
     config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
-        ssl_context_factory=_serving_context(reloader.context),
+        ssl_context_factory=_serving_context(context),
         http=protocol,
         timeout_keep_alive=settings.limits.idle_seconds,
         log_config=None,
@@ -173,31 +224,62 @@ def serve(policy: Policy, settings: ServeSettings) -> None:
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )
     config.load()
-    if config.ssl is not reloader.context:
+    if config.ssl is not context:
         raise RuntimeError("uvicorn does not serve with the reloadable TLS context")
     if not issubclass(config.http_protocol_class, HttpToolsProtocol):
         raise RuntimeError("uvicorn does not serve with the guarded protocol")
-    log.info(
-        "serving",
-        extra={"url": f"https://{settings.host}:{settings.port}", "policy": policy.source},
-    )
-    server = uvicorn.Server(config)
-    metrics_server = _metrics_server(metrics, settings) if settings.metrics_port else None
-    worker.start()
-    if watcher is not None:
-        watcher.start()
+    return uvicorn.Server(config)
+
+
+def _watchers(certificate: CertificateReloader, policy: Watcher | None) -> dict[str, Watcher]:
+    """What runs beside the servers on their event loop, by task name: the certificate's
+    and the policy's file polls, and the heap's trimmer."""
+    watchers: dict[str, Watcher] = {
+        "certificate-reloader": certificate.watch,
+        "memory-trimmer": trim_periodically,
+    }
+    if policy is not None:
+        watchers["policy-reloader"] = policy
+    return watchers
+
+
+@dataclass(frozen=True)
+class _Companions:
+    """What runs beside the event loop, in a process or threads of its own: the review
+    worker and the live inventory."""
+
+    worker: ReviewWorker
+    inventory: _LiveInventory | None
+
+    def start(self) -> None:
+        self.worker.start()
+        if self.inventory is not None:
+            self.inventory.watcher.start()
+
+    def stop(self) -> None:
+        self.worker.stop()
+        if self.inventory is not None:
+            self.inventory.watcher.stop()
+
+
+def _run(
+    server: uvicorn.Server,
+    metrics_server: _MetricsServer | None,
+    watchers: dict[str, Watcher],
+    companions: _Companions,
+) -> None:
+    """Serve until ``server`` stops, its companions started first and stopped after."""
+    companions.start()
     # What was built so far lives as long as the process: keep it out of the collector's
     # full passes, which otherwise walk it all (20-35 ms) while thousands of connections
     # come and go. (A frozen object left in a cycle is never collected; only the first
     # policy, replaced on reload, could be, once.)
     gc.freeze()
     try:
-        with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
+        with asyncio.Runner(loop_factory=server.config.get_loop_factory()) as runner:
             runner.run(_serve_and_watch(server, metrics_server, watchers))
     finally:
-        worker.stop()
-        if watcher is not None:
-            watcher.stop()
+        companions.stop()
 
 
 class _FollowingServer(uvicorn.Server):
@@ -244,10 +326,6 @@ def _metrics_server(metrics: Metrics, settings: ServeSettings) -> _MetricsServer
     )
     log.info("serving metrics", extra={"url": f"http://{settings.host}:{settings.metrics_port}"})
     return _MetricsServer(_FollowingServer(config), listening)
-
-
-def _current(watcher: InventoryWatcher) -> Callable[[], Inventory]:
-    return lambda: watcher.current
 
 
 def _kubernetes_client(settings: ServeSettings) -> Any:
