@@ -10,6 +10,7 @@ import pytest
 
 import webhook.service.serve
 from webhook.cli.main import main
+from webhook.engine import RULES
 from webhook.policy import Policy
 from webhook.policy.load import default_policy_text
 from webhook.service.serve import ServeSettings
@@ -21,6 +22,10 @@ SHIPPED_POLICIES = [
     REPOSITORY / "webhook" / "policies" / "default.yaml",
     REPOSITORY / "webhook" / "policies" / "overflow.yaml",
 ]
+
+
+UNKNOWN_RULE = "\nenforcement:\n  rules: {gpu-cout: warn}\n"
+"""A rule name with a typo, which the engine refuses."""
 
 
 def broken_default(tmp_path: Path, old: str, new: str, name: str = "broken.yaml") -> Path:
@@ -110,6 +115,21 @@ class TestPolicyValidate:
         assert code == 1
         assert err.startswith(f"{path}: classes.inference.pools[0]: ")
         assert "inferense" in err
+
+    def test_a_rule_the_engine_does_not_have_is_reported_where_enforcement_names_it(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        path = tmp_path / "typo.yaml"
+        path.write_text(default_policy_text() + UNKNOWN_RULE, "utf-8")
+
+        code = main(["policy", "validate", str(path)])
+
+        out, err = capsys.readouterr()
+        rules = ", ".join(RULES.names)
+        assert (code, out) == (1, "")
+        assert (
+            err == f"{path}: enforcement.rules.gpu-cout: unknown rule 'gpu-cout'; rules: {rules}\n"
+        )
 
     def test_a_missing_file_is_reported_and_fails(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -266,6 +286,24 @@ class TestServe:
             f"gpu-admission: refusing to serve a broken policy: {path}: classes.training.pools[0]: "
         )
         assert "unknown pool 'trainig'" in err
+
+    def test_serve_refuses_a_policy_naming_a_rule_the_engine_does_not_have(
+        self,
+        served: list[tuple[Policy, ServeSettings]],
+        capsys: pytest.CaptureFixture[str],
+        tmp_path: Path,
+    ) -> None:
+        path = tmp_path / "typo.yaml"
+        path.write_text(default_policy_text() + UNKNOWN_RULE, "utf-8")
+
+        code = main(["serve", "--policy", str(path)])
+
+        assert code == 2
+        assert served == []
+        assert capsys.readouterr().err.startswith(
+            f"gpu-admission: refusing to serve a broken policy: {path}: "
+            "enforcement.rules.gpu-cout: unknown rule 'gpu-cout'; rules: "
+        )
 
 
 class TestServeInventory:

@@ -10,7 +10,9 @@ import pytest
 import yaml
 
 from webhook.cli.main import main
-from webhook.policy.load import default_policy_text
+from webhook.engine import RULES, Engine
+from webhook.engine.pod import read_pod
+from webhook.policy.load import default_policy_text, load_default_policy
 from webhook.policy.schema import policy_schema_text
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -48,6 +50,9 @@ spec:
   ports: [{port: 80}]
 """
 )
+UNKNOWN_RULE = "\nenforcement:\n  rules: {gpu-cout: warn}\n"
+"""A rule name with a typo, which the engine refuses."""
+
 # Where the Job is reported: the line of its apiVersion, just after the marker.
 JOB_LINE = APP.splitlines().index("kind: Job")
 SERVICE_LINE = APP.splitlines().index("kind: Service")
@@ -216,6 +221,41 @@ class TestCheck:
         assert code == 2
         assert capsys.readouterr().err.startswith(f"gpu-admission: {policy}: pools: Field required")
 
+    def test_a_policy_naming_a_rule_the_engine_does_not_have_exits_2(
+        self, manifest: Path, tmp_path: Path, capsys: Capture
+    ) -> None:
+        policy = tmp_path / "policy.yaml"
+        policy.write_text(default_policy_text() + UNKNOWN_RULE, "utf-8")
+
+        code = main(["check", "--policy", str(policy), str(manifest)])
+
+        out, err = capsys.readouterr()
+        assert (code, out) == (2, "")
+        assert err.startswith(
+            f"gpu-admission: {policy}: enforcement.rules.gpu-cout: unknown rule 'gpu-cout'"
+        )
+
+    def test_json_output_shows_each_rules_outcome_as_the_engine_reported_it(
+        self, manifest: Path, capsys: Capture
+    ) -> None:
+        engine = Engine(load_default_policy())
+
+        main(["check", "--output", "json", str(manifest)])
+
+        pods = json.loads(capsys.readouterr().out)["pods"]
+        for shown in pods:
+            reported = engine.rule_outcomes(read_pod(shown["mutatedPod"], engine.policy))
+            assert shown["rules"] == [
+                {"rule": o.rule, "outcome": o.outcome, "messages": list(o.messages)}
+                for o in reported
+            ]
+        job = {r["rule"]: r["outcome"] for r in pods[1]["rules"]}
+        assert (job["gpu-count"], job["gpu-quantity"], job["non-gpu-placement"]) == (
+            "fail",
+            "pass",
+            "skip",
+        )
+
     def test_an_unknown_output_format_is_a_usage_error(
         self, manifest: Path, capsys: Capture
     ) -> None:
@@ -227,6 +267,19 @@ class TestCheck:
 
 
 class TestExplain:
+    def test_a_policy_naming_a_rule_the_engine_does_not_have_exits_2(
+        self, tmp_path: Path, capsys: Capture
+    ) -> None:
+        policy = tmp_path / "policy.yaml"
+        policy.write_text(default_policy_text() + UNKNOWN_RULE, "utf-8")
+
+        code = main(
+            ["explain", "--policy", str(policy), str(EXAMPLES / "inference-deployment.yaml")]
+        )
+
+        assert code == 2
+        assert "enforcement.rules.gpu-cout: unknown rule 'gpu-cout'" in capsys.readouterr().err
+
     def test_an_allowed_pod_is_explained_in_prose_with_exit_status_0(self, capsys: Capture) -> None:
         code = main(["explain", str(EXAMPLES / "inference-deployment.yaml")])
 
@@ -279,7 +332,7 @@ class TestPolicySchema:
         code = main(["policy", "schema", "--output", str(target)])
 
         assert code == 0
-        assert target.read_text("utf-8") == policy_schema_text()
+        assert target.read_text("utf-8") == policy_schema_text(RULES.names)
         assert capsys.readouterr().out == f"wrote {target}\n"
 
     def test_a_dash_writes_the_schema_to_standard_output(self, capsys: Capture) -> None:
@@ -341,6 +394,18 @@ class TestPolicyTest:
             "pods[0] is not in a mutated pod: spec.priority: expected 1000000, found 2000000\n"
             in out
         )
+
+    def test_a_policy_naming_a_rule_the_engine_does_not_have_exits_2(
+        self, tmp_path: Path, capsys: Capture
+    ) -> None:
+        policy = tmp_path / "policy.yaml"
+        policy.write_text(default_policy_text() + UNKNOWN_RULE, "utf-8")
+
+        code = main(["policy", "test", "--policy", str(policy), str(POLICIES / "tests")])
+
+        out, err = capsys.readouterr()
+        assert (code, out) == (2, "")
+        assert "enforcement.rules.gpu-cout: unknown rule 'gpu-cout'" in err
 
     def test_a_folder_without_cases_is_a_usage_error(self, tmp_path: Path, capsys: Capture) -> None:
         code = main(["policy", "test", str(tmp_path)])

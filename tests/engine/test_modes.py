@@ -13,12 +13,10 @@ from typing import Any
 import pytest
 
 from tests.builders import GPU_MODEL, admitted, container, pod, pod_create
-from webhook.engine import AdmissionRequest, Decision, Engine
+from webhook.engine import RULES, AdmissionRequest, Decision, Engine
 from webhook.engine.decision import WARNING_LIMIT, Violation, judge
 from webhook.errors import PolicyError
-from webhook.offline.outcomes import VALIDATION_RULES
 from webhook.policy.load import default_policy_text, load_policy_text
-from webhook.policy.model import RULE_NAMES
 
 VISIBLE = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
 
@@ -48,7 +46,7 @@ CASES: dict[str, Judge] = {
 
 
 def test_every_rule_has_a_case() -> None:
-    assert set(CASES) == set(RULE_NAMES) == set(VALIDATION_RULES)
+    assert set(CASES) == set(RULES.names)
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +55,7 @@ def default_engine() -> Engine:
 
 
 class TestRuleModes:
-    @pytest.mark.parametrize("rule", RULE_NAMES)
+    @pytest.mark.parametrize("rule", RULES.names)
     def test_by_default_every_rule_is_enforced(self, default_engine: Engine, rule: str) -> None:
         decision = CASES[rule](default_engine)
 
@@ -66,7 +64,7 @@ class TestRuleModes:
         assert {v.mode for v in decision.violations} == {"enforce"}
         assert decision.warnings == () and dict(decision.audit_annotations) == {}
 
-    @pytest.mark.parametrize("rule", RULE_NAMES)
+    @pytest.mark.parametrize("rule", RULES.names)
     def test_a_rule_in_warn_mode_admits_with_a_short_warning(
         self, default_engine: Engine, rule: str
     ) -> None:
@@ -83,7 +81,7 @@ class TestRuleModes:
         assert rule not in decision.message
         assert dict(decision.audit_annotations) == {}
 
-    @pytest.mark.parametrize("rule", RULE_NAMES)
+    @pytest.mark.parametrize("rule", RULES.names)
     def test_a_rule_in_audit_mode_admits_and_records_it(
         self, default_engine: Engine, rule: str
     ) -> None:

@@ -10,12 +10,11 @@ import pytest
 import yaml
 
 from tests.builders import GPU_MODEL, container, pod
-from webhook.engine import Engine
+from webhook.engine import RULES, Engine
 from webhook.offline.cases import Case, case_problems, read_case, run_cases
 from webhook.offline.documents import Document, ManifestError, read_documents, read_manifest_files
 from webhook.offline.evaluation import PodEvaluation, Report, evaluate
 from webhook.offline.fragments import mismatch
-from webhook.offline.outcomes import VALIDATION_RULES
 from webhook.offline.prose import explain
 from webhook.offline.report_data import report_data
 from webhook.offline.text import report_text
@@ -166,7 +165,7 @@ class TestEvaluation:
 
     def test_every_validation_rule_has_an_outcome_in_a_fixed_order(self, engine: Engine) -> None:
         evaluation = evaluated(engine, pod("training", containers=[container(gpus=9)]))
-        assert [r.rule for r in evaluation.rules] == list(VALIDATION_RULES)
+        assert [r.rule for r in evaluation.rules] == list(RULES.names)
         assert not evaluation.allowed
         [gpu_count] = [r for r in evaluation.rules if r.outcome == "fail"]
         assert gpu_count.rule == "gpu-count"
@@ -187,7 +186,7 @@ class TestEvaluation:
         result = outcomes(evaluated(engine, pod(containers=[container(gpus=1)])))
         assert result["workload-class"] == "fail"
         assert {rule for rule, outcome in result.items() if outcome == "skip"} == set(
-            VALIDATION_RULES
+            RULES.names
         ) - {"visible-devices", "workload-class"}
 
     def test_an_unknown_class_fails_the_class_rule_and_skips_the_class_rules(

@@ -142,6 +142,26 @@ def test_a_broken_edit_keeps_the_last_good_policy_and_says_why_once(
     assert sample(metrics, "gpu_admission_policy_reloads_total", result="failure") == 1
 
 
+def test_an_edit_naming_a_rule_the_engine_does_not_have_keeps_the_last_good_policy(
+    volume: SecretVolume,
+    reloader: PolicyReloader,
+    metrics: Metrics,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    good = reloader.engine
+    update(volume, EIGHT_GPU_NODES + "\nenforcement:\n  rules: {gpu-cout: warn}\n")
+
+    with caplog.at_level(logging.INFO, "gpu_admission.policy"):
+        assert reloader.poll() is False
+
+    assert reloader.engine is good
+    [refusal] = refusals(caplog)
+    assert refusal.__dict__["path"] == "enforcement.rules.gpu-cout"
+    assert refusal.__dict__["reason"].startswith("unknown rule 'gpu-cout'; rules: visible-devices")
+    assert reloader.error is not None and reloader.error.path == "enforcement.rules.gpu-cout"
+    assert sample(metrics, "gpu_admission_policy_valid") == 0
+
+
 def test_fixing_the_file_recovers_with_the_fixed_rules(
     volume: SecretVolume, reloader: PolicyReloader, metrics: Metrics
 ) -> None:

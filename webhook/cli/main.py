@@ -12,8 +12,8 @@ from webhook.cli.certs import add_certs_commands
 from webhook.cli.install import add_install_commands
 from webhook.cli.manifests import add_manifest_commands
 from webhook.cli.offline import add_offline_commands
+from webhook.cli.policy_option import add_policy_option, load_engine
 from webhook.errors import PolicyError
-from webhook.policy import Policy, load_default_policy, load_policy_file
 from webhook.service.file_poll import DEFAULT_INTERVAL
 from webhook.service.logs import configure_logging
 
@@ -45,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
         help="plain-HTTP port of GET /metrics on the same host; 0 serves no metrics "
         "(default: 9090)",
     )
-    serve.add_argument("--policy", type=Path, help="policy YAML (default: the embedded policy)")
+    add_policy_option(serve)
     serve.add_argument("--tls-cert", type=Path, help="serving certificate (PEM)")
     serve.add_argument("--tls-key", type=Path, help="serving key (PEM)")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
@@ -82,10 +82,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _load(path: Path | None) -> Policy:
-    return load_default_policy() if path is None else load_policy_file(path)
-
-
 def _serve(args: argparse.Namespace) -> int:
     from webhook.service.serve import ServeSettings, serve
 
@@ -93,7 +89,7 @@ def _serve(args: argparse.Namespace) -> int:
         print("gpu-admission: give both --tls-cert and --tls-key, or neither", file=sys.stderr)
         return 2
     try:
-        policy = _load(args.policy)
+        policy = load_engine(args.policy).policy
     except PolicyError as error:
         print(f"gpu-admission: refusing to serve a broken policy: {error}", file=sys.stderr)
         return 2
@@ -154,7 +150,7 @@ def _policy_validate(args: argparse.Namespace) -> int:
     failed = False
     for path in args.files:
         try:
-            policy = load_policy_file(path)
+            policy = load_engine(path).policy
         except PolicyError as error:
             print(error, file=sys.stderr)
             failed = True

@@ -11,7 +11,8 @@ import json
 import sys
 from pathlib import Path
 
-from webhook.engine import Engine
+from webhook.cli.policy_option import add_policy_option, load_engine
+from webhook.engine import RULES
 from webhook.errors import PolicyError
 from webhook.offline.cases import case_files, run_cases
 from webhook.offline.documents import ManifestError, read_manifest_files
@@ -20,7 +21,6 @@ from webhook.offline.prose import explain
 from webhook.offline.report_data import report_data
 from webhook.offline.text import report_text
 from webhook.offline.yaml_text import dump_yaml
-from webhook.policy import Policy, load_default_policy, load_policy_file
 from webhook.policy.schema import policy_schema_text, shipped_schema_path
 
 __all__ = ["add_offline_commands"]
@@ -58,7 +58,7 @@ def add_offline_commands(
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     check.add_argument("files", nargs="+", metavar="FILE", help="manifest YAML; - for stdin")
-    _policy_option(check)
+    add_policy_option(check)
     check.add_argument(
         "--output", "-o", choices=OUTPUTS, default="text", help="report format (default: text)"
     )
@@ -68,7 +68,7 @@ def add_offline_commands(
         "explain", help="say in prose what would become of one object"
     )
     explain_command.add_argument("file", metavar="FILE", help="one object's YAML; - for stdin")
-    _policy_option(explain_command)
+    add_policy_option(explain_command)
     explain_command.set_defaults(run=_explain)
 
     schema = policy_commands.add_parser(
@@ -89,21 +89,17 @@ def add_offline_commands(
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     test.add_argument("directory", type=Path, metavar="DIR")
-    _policy_option(test)
+    add_policy_option(test)
     test.set_defaults(run=_policy_test)
-
-
-def _policy_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--policy", type=Path, help="policy YAML (default: the embedded policy)")
 
 
 def _check(args: argparse.Namespace) -> int:
     try:
-        policy = _load(args.policy)
+        engine = load_engine(args.policy)
         documents = read_manifest_files(args.files, sys.stdin)
     except (PolicyError, ManifestError) as error:
         return _usage_error(str(error))
-    report = evaluate(Engine(policy), documents)
+    report = evaluate(engine, documents)
     sys.stdout.write(_render(report, args.output))
     return OK if report.allowed else DENIED
 
@@ -118,7 +114,7 @@ def _render(report: Report, output: str) -> str:
 
 def _explain(args: argparse.Namespace) -> int:
     try:
-        policy = _load(args.policy)
+        engine = load_engine(args.policy)
         documents = read_manifest_files([args.file], sys.stdin)
     except (PolicyError, ManifestError) as error:
         return _usage_error(str(error))
@@ -127,7 +123,7 @@ def _explain(args: argparse.Namespace) -> int:
             f"explain takes one object; {args.file} holds {len(documents)} "
             "(gpu-admission check takes several)"
         )
-    report = evaluate(Engine(policy), documents)
+    report = evaluate(engine, documents)
     for skipped in report.skipped:
         print(f"{skipped.object.describe}: nothing to explain, {skipped.reason}")
     print("\n".join(explain(p) for p in report.pods), end="")
@@ -135,7 +131,7 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def _policy_schema(args: argparse.Namespace) -> int:
-    text = policy_schema_text()
+    text = policy_schema_text(RULES.names)
     if args.output == "-":
         sys.stdout.write(text)
         return OK
@@ -155,11 +151,11 @@ def _policy_test(args: argparse.Namespace) -> int:
     if not case_files(directory):
         return _usage_error(f"{directory}: no test cases (*.yaml)")
     try:
-        policy = _load(args.policy)
+        engine = load_engine(args.policy)
     except PolicyError as error:
         return _usage_error(str(error))
     passed = failed = 0
-    for result in run_cases(Engine(policy), directory):
+    for result in run_cases(engine, directory):
         if result.passed:
             passed += 1
             print(f"PASS {result.name}")
@@ -168,10 +164,6 @@ def _policy_test(args: argparse.Namespace) -> int:
             print(f"FAIL {result.name}: {'; '.join(result.problems)}")
     print(f"{passed + failed} cases: {passed} passed, {failed} failed")
     return DENIED if failed else OK
-
-
-def _load(path: Path | None) -> Policy:
-    return load_default_policy() if path is None else load_policy_file(path)
 
 
 def _usage_error(message: str) -> int:

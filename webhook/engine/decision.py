@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 ENFORCE = "enforce"
 WARN = "warn"
@@ -43,6 +43,20 @@ class Violation:
     """What the policy makes of it: `enforce` (deny), `warn` or `audit` (admit)."""
 
 
+Outcome = Literal["pass", "fail", "warn", "audit", "skip"]
+"""What became of one rule for one pod: `fail` for an enforced violation, `warn` or `audit`
+for one the policy only warns of or audits, `pass` when the rule judged the pod and found
+nothing, `skip` when the rule is not for such pods (see webhook.engine.rules)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RuleOutcome:
+    rule: str
+    outcome: Outcome
+    messages: tuple[str, ...] = ()
+    """The messages of its violations, in the order found; empty when it passed or skipped."""
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
     allowed: bool
@@ -54,6 +68,9 @@ class Decision:
     """Every violation found, whatever its mode."""
     audit_annotations: Mapping[str, str] = field(default_factory=dict)
     """Rule name (or `exemption`) -> what was recorded; kube-apiserver prefixes the keys."""
+    rules: tuple[RuleOutcome, ...] = field(default=())
+    """Each validation rule's outcome for the pod of a pod CREATE (every rule skipped when
+    the pod is exempt); empty for anything else."""
 
 
 def shorten(text: str, limit: int = ECHO_LIMIT) -> str:
@@ -89,11 +106,16 @@ def deny(violations: list[Violation], subject: str) -> Decision:
     return Decision(allowed=False, code=403, message=message, violations=tuple(violations))
 
 
-def judge(violations: Sequence[Violation], subject: str, message: str | None = None) -> Decision:
+def judge(
+    violations: Sequence[Violation],
+    subject: str,
+    message: str | None = None,
+    rules: tuple[RuleOutcome, ...] = (),
+) -> Decision:
     """Deny for the enforced violations, warn and audit the others.
 
     `message`, when given, replaces the denial's default message (subject and the enforced
-    violations' messages)."""
+    violations' messages). `rules` are the outcomes the violations came with, if any."""
     enforced = [v for v in violations if v.mode == ENFORCE]
     decision = deny(enforced, subject) if enforced else allow()
     if enforced and message is not None:
@@ -103,11 +125,12 @@ def judge(violations: Sequence[Violation], subject: str, message: str | None = N
         violations=tuple(violations),
         warnings=warnings_of(violations),
         audit_annotations=audit_annotations_of(violations),
+        rules=rules,
     )
 
 
-def exempt(reason: str) -> Decision:
-    return Decision(allowed=True, audit_annotations={EXEMPTION: reason})
+def exempt(reason: str, rules: tuple[RuleOutcome, ...] = ()) -> Decision:
+    return Decision(allowed=True, audit_annotations={EXEMPTION: reason}, rules=rules)
 
 
 def warnings_of(violations: Sequence[Violation]) -> tuple[str, ...]:

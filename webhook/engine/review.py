@@ -4,6 +4,11 @@ Pure: no HTTP, no Kubernetes client, no files, no clocks. The pod is read as
 the plain mapping it arrived as; the patch is computed against it. What the
 cluster has now comes in as data (an ``Inventory``) with each review; what it
 means for the policy's pools is worked out once per inventory and kept.
+
+Pods are judged by a registry of rules (``webhook.engine.rules.RULES`` unless
+another is given), which also says which rule names a policy's `enforcement` may
+use: an ``Engine`` refuses a policy naming another, so every use of a policy
+goes through one.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from webhook.engine.decision import (
     ENFORCE,
     EXEMPTION,
     Decision,
+    RuleOutcome,
     Violation,
     allow,
     exempt,
@@ -27,21 +33,11 @@ from webhook.engine.decision import (
 )
 from webhook.engine.inventory import UNKNOWN, Inventory
 from webhook.engine.mutate import created_pod, isolate_ephemeral_containers, mutate_pod
-from webhook.engine.placement import reach_of
 from webhook.engine.pod import PodView, read_pod
 from webhook.engine.request import AdmissionRequest, refusal
-from webhook.engine.resources import effective_gpu_request, pod_requests_gpu
-from webhook.engine.rules.capacity import check_capacity, check_requests_gpu
-from webhook.engine.rules.node_name import check_node_name
-from webhook.engine.rules.placement import (
-    check_class_placement,
-    check_model,
-    check_non_gpu_placement,
-)
-from webhook.engine.rules.priority import check_priority, check_unclassed_priority
-from webhook.engine.rules.quantities import check_quantities
+from webhook.engine.rules import RULES, Findings, Registry, RuleContext
+from webhook.engine.rules.registry import with_modes
 from webhook.engine.rules.visibility import check_visible_devices
-from webhook.engine.rules.workload_class import missing_class, unknown_class
 from webhook.engine.templates import POD, TemplateKind, template_kind, template_kinds
 from webhook.engine.workloads import template_violations
 from webhook.errors import MalformedObject
@@ -49,8 +45,11 @@ from webhook.policy.compiled import Policy
 
 
 class Engine:
-    def __init__(self, policy: Policy) -> None:
+    def __init__(self, policy: Policy, rules: Registry = RULES) -> None:
+        """Raises PolicyError when the policy's `enforcement` names a rule not in `rules`."""
+        rules.refuse_unknown_rules(policy)
         self.policy = policy
+        self.rules = rules
         self.kinds = template_kinds(policy)
         self._seen: tuple[Inventory, CapacityNow] = (UNKNOWN, STATIC)
 
@@ -108,65 +107,53 @@ class Engine:
             warnings = autoscaler_warnings(self.policy, target, scaled, now, self.kinds)
             return Decision(allowed=True, warnings=tuple(warnings))
         if request.is_ephemeral_containers_update:
-            check = self._ephemeral_containers
-        elif request.is_pod_update:
+            return self._validate_ephemeral_containers(request)
+        if request.is_pod_update:
             return self._validate_pod_update(request, now)
-        elif request.is_pod_create:
+        if request.is_pod_create:
+            return self._validate_pod_create(request, now)
+        kind = self._workload_kind(request)
+        return allow() if kind is None else self._validate_workload(request, kind, now)
 
-            def check(pod: PodView) -> list[Violation]:
-                return self.pod_violations(pod, now)
+    def findings(self, pod: PodView, now: CapacityNow = STATIC) -> Findings:
+        """What the rules find in the pod: its violations, each with the mode the policy
+        gives its rule for the pod, and every rule's outcome."""
+        return self.rules.judge(RuleContext.of(self.policy, pod, now))
 
-        else:
-            kind = self._workload_kind(request)
-            return allow() if kind is None else self._validate_workload(request, kind, now)
+    def rule_outcomes(self, pod: PodView, now: CapacityNow = STATIC) -> tuple[RuleOutcome, ...]:
+        """Every rule's outcome for the pod: pass, fail, warn, audit or skip."""
+        return self.findings(pod, now).outcomes
+
+    def pod_violations(self, pod: PodView, now: CapacityNow = STATIC) -> list[Violation]:
+        """The pod's violations, each with the mode the policy gives its rule for the pod."""
+        return list(self.findings(pod, now).violations)
+
+    def _validate_pod_create(self, request: AdmissionRequest, now: CapacityNow) -> Decision:
+        """The pod as created, with every rule's outcome (all skipped for an exempt pod)."""
+        try:
+            pod = read_pod(request.object, self.policy)
+            exemption = self.policy.exemption_for(_namespace(request, pod), pod.labels)
+            if exemption is not None:
+                return exempt(exemption.reason, self.rules.skipped)
+            found = self.findings(pod, now)
+        except MalformedObject as error:
+            return malformed(str(error))
+        subject = f"gpu-admission denied pod {_name(request, pod)!r}"
+        return judge(found.violations, subject, rules=found.outcomes)
+
+    def _validate_ephemeral_containers(self, request: AdmissionRequest) -> Decision:
+        """Debug containers added to a running pod may not pick GPUs by hand either."""
         try:
             pod = read_pod(request.object, self.policy)
             exemption = self.policy.exemption_for(_namespace(request, pod), pod.labels)
             if exemption is not None:
                 return exempt(exemption.reason)
-            violations = check(pod)
+            label = pod.labels.get(self.policy.workload_label)
+            found = check_visible_devices(self.policy, pod.ephemeral_containers)
+            violations = with_modes(self.policy, label, found)
         except MalformedObject as error:
             return malformed(str(error))
         return judge(violations, f"gpu-admission denied pod {_name(request, pod)!r}")
-
-    def pod_violations(self, pod: PodView, now: CapacityNow = STATIC) -> list[Violation]:
-        """The pod's violations, each with the mode the policy gives its rule for the pod."""
-        return self._with_modes(pod, self._rule_violations(pod, now))
-
-    def _with_modes(self, pod: PodView, violations: list[Violation]) -> list[Violation]:
-        if not violations:
-            return violations
-        workload_class = pod.labels.get(self.policy.workload_label)
-        return [
-            dataclasses.replace(v, mode=self.policy.mode_of(v.rule, workload_class))
-            for v in violations
-        ]
-
-    def _rule_violations(self, pod: PodView, now: CapacityNow) -> list[Violation]:
-        policy = self.policy
-        violations = check_visible_devices(policy, pod.all_containers())
-        label = pod.labels.get(policy.workload_label)
-        if label is None:
-            if pod_requests_gpu(policy, pod):
-                requested = _requested_resources(policy, pod)
-                violations.append(missing_class(policy, requested))
-            else:
-                violations += check_non_gpu_placement(policy, pod)
-            violations += check_node_name(policy, pod, None, now)
-            violations += check_unclassed_priority(policy, pod)
-            return violations
-        workload = policy.classes.get(label)
-        if workload is None:
-            violations.append(unknown_class(policy, label))
-            return violations
-        violations += check_quantities(policy, pod)
-        violations += check_requests_gpu(policy, pod, workload)
-        violations += check_model(policy, pod, workload)
-        violations += check_class_placement(policy, pod, workload, reach_of(policy, pod))
-        violations += check_node_name(policy, pod, workload, now)
-        violations += check_capacity(policy, pod, workload, now)
-        violations += check_priority(pod, workload, now)
-        return violations
 
     def _validate_pod_update(self, request: AdmissionRequest, now: CapacityNow) -> Decision:
         """A pod whose scheduling fields change (tolerations, or nodeSelector and affinity
@@ -236,16 +223,6 @@ class Engine:
             }
             decision = dataclasses.replace(decision, audit_annotations=annotations)
         return decision
-
-    def _ephemeral_containers(self, pod: PodView) -> list[Violation]:
-        return self._with_modes(pod, check_visible_devices(self.policy, pod.ephemeral_containers))
-
-
-def _requested_resources(policy: Policy, pod: PodView) -> list[str]:
-    names = list(effective_gpu_request(policy, pod))
-    if names:
-        return names
-    return list(dict.fromkeys(q.resource for c in pod.runnable_containers() for q in c.gpu))
 
 
 def _namespace(request: AdmissionRequest, pod: PodView) -> str:

@@ -3,7 +3,8 @@
 For each pod (or the pod a controller makes of a template, see
 webhook.engine.templates) the engine mutates it, the patch is applied as
 kube-apiserver applies it, and the mutated pod is validated: the same
-sequence as CREATE in a cluster whose namespace has opted in.
+sequence as CREATE in a cluster whose namespace has opted in. Each rule's
+outcome is the one the engine reported with its decision.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import jsonpatch
 
-from webhook.engine import AdmissionRequest, Engine
+from webhook.engine import AdmissionRequest, Engine, RuleOutcome
 from webhook.engine.pod import read_pod
 from webhook.engine.templates import (
     TemplateKind,
@@ -26,7 +27,6 @@ from webhook.engine.templates import (
 from webhook.errors import MalformedObject
 from webhook.offline.documents import Document
 from webhook.offline.landing import Landing, landings
-from webhook.offline.outcomes import RuleOutcome, rule_outcomes
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +58,7 @@ class PodEvaluation:
     message: str
     """The denial as kube-apiserver would print it; empty when allowed."""
     rules: tuple[RuleOutcome, ...] = ()
+    """Each validation rule's outcome, as the engine reported it in validating the pod."""
     patch: tuple[dict[str, Any], ...] = ()
     """The JSONPatch of our mutation, against `received`."""
     received: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -153,7 +154,7 @@ def evaluate_pod(
         workload_class=view.labels.get(policy.workload_label),
         allowed=decision.allowed,
         message=decision.message,
-        rules=rule_outcomes(policy, view, decision.violations),
+        rules=decision.rules,
         patch=mutation.patch,
         received=pod,
         mutated=mutated,

@@ -1,12 +1,12 @@
 """Compile a checked policy model into the frozen policy the engine reads.
 
 Cross-references are checked here (a class naming a pool that does not exist,
-a MIG pool whose GPUs cannot do MIG), with the field path of the mistake.
+a MIG pool whose GPUs cannot do MIG), with the field path of the mistake. The
+rule names `enforcement` uses are kept with their paths for the engine, whose
+rules they are, to check.
 """
 
 from __future__ import annotations
-
-from collections.abc import Mapping
 
 from webhook.errors import PolicyError
 from webhook.policy import compiled, model
@@ -21,7 +21,7 @@ def compile_policy(spec: model.PolicySpec, catalog: MigCatalog, source: str) -> 
         name: _compile_pool(name, pool, spec, catalog, source) for name, pool in spec.pools.items()
     }
     _reject_shared_label_values(pools, source)
-    _check_enforcement(spec, source)
+    named_rules = _named_rules(spec, source)
     class_modes = spec.enforcement.classes
     classes = {
         name: _compile_class(name, workload, pools, source, class_modes.get(name))
@@ -61,12 +61,15 @@ def compile_policy(spec: model.PolicySpec, catalog: MigCatalog, source: str) -> 
         default_mode=spec.enforcement.default,
         rule_modes=dict(spec.enforcement.rules),
         exemptions=_compile_exemptions(spec.exemptions, source),
+        named_rules=named_rules,
     )
 
 
-def _check_enforcement(spec: model.PolicySpec, source: str) -> None:
+def _named_rules(spec: model.PolicySpec, source: str) -> tuple[tuple[str, str], ...]:
+    """Each rule `enforcement` names, with its field path; a class it names must exist.
+    Whether a rule of that name exists is for the engine to say (see webhook.engine.rules)."""
     enforcement = spec.enforcement
-    _check_rule_names(enforcement.rules, "enforcement.rules", source)
+    named = [(f"enforcement.rules.{rule}", rule) for rule in enforcement.rules]
     for name, overrides in enforcement.classes.items():
         if name not in spec.classes:
             raise PolicyError(
@@ -74,17 +77,8 @@ def _check_enforcement(spec: model.PolicySpec, source: str) -> None:
                 f"enforcement.classes.{name}",
                 f"unknown class {name!r}; classes: {', '.join(spec.classes)}",
             )
-        _check_rule_names(overrides.rules, f"enforcement.classes.{name}.rules", source)
-
-
-def _check_rule_names(modes: Mapping[str, str], path: str, source: str) -> None:
-    for rule in modes:
-        if rule not in model.RULE_NAMES:
-            raise PolicyError(
-                source,
-                f"{path}.{rule}",
-                f"unknown rule {rule!r}; rules: {', '.join(model.RULE_NAMES)}",
-            )
+        named += [(f"enforcement.classes.{name}.rules.{rule}", rule) for rule in overrides.rules]
+    return tuple(named)
 
 
 def _compile_exemptions(

@@ -45,16 +45,26 @@ class Pool:
     mig_strategy: str
     """`none`, `mixed` (nvidia.com/mig-<profile> resources) or `single`."""
 
+    def models_for(self, model: str | None) -> list[GpuModel]:
+        """The pool's `model` when it has it; all its models otherwise (`model` None too)."""
+        if model is not None and model in self.models:
+            return [self.models[model]]
+        return list(self.models.values())
+
+    def gpus_per_node_of(self, model: str | None) -> int:
+        """The most GPUs a node of the pool holds: of `model` when the pool has it."""
+        if model is not None and model in self.models:
+            return self.models[model].gpus_per_node
+        return self.gpus_per_node
+
     def mig_slices_per_node(self, profile: str, model: str | None = None) -> int:
         """The most slices of a profile one node of this pool (of that model) can hold."""
         if self.mig_strategy != "mixed":
             return 0
-        models = (
-            [self.models[model]]
-            if model is not None and model in self.models
-            else list(self.models.values())
+        return max(
+            (m.mig_profiles.get(profile, 0) * m.gpus_per_node for m in self.models_for(model)),
+            default=0,
         )
-        return max((m.mig_profiles.get(profile, 0) * m.gpus_per_node for m in models), default=0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +109,11 @@ class WorkloadClass:
     """Rule name -> `enforce`, `warn` or `audit` for the class's pods, over the policy's."""
     mutate: bool = True
     """False: the class's pods are not mutated (and are judged as written)."""
+
+    def pinned_model(self, label: str | None) -> str | None:
+        """The GPU model a pod whose model label is `label` is pinned to: `label` when the
+        class's pools have that model, else None (the gpu-model rule refuses the label)."""
+        return label if label in self.models else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +174,9 @@ class Policy:
     rule_modes: Mapping[str, str] = field(default_factory=dict)
     """Rule name -> `enforce`, `warn` or `audit`; rules not named take `default_mode`."""
     exemptions: tuple[Exemption, ...] = field(default=())
+    named_rules: tuple[tuple[str, str], ...] = field(default=())
+    """(field path, rule name) of each rule `enforcement` gives a mode, in the order it names
+    them. Which names exist is the engine's to say: it refuses a policy naming another."""
 
     def mode_of(self, rule: str, workload_class: str | None) -> str:
         """The mode of `rule` for a pod of `workload_class` (None: no known class)."""
@@ -184,3 +202,8 @@ class Policy:
 
     def pools_of(self, workload_class: WorkloadClass) -> list[Pool]:
         return [self.pools[name] for name in workload_class.pools]
+
+    def pools_for(self, workload_class: WorkloadClass, model: str | None) -> list[Pool]:
+        """The pools a pod of `workload_class` pinned to GPU `model` can use: those of the
+        class's pools that have the model, or all of them when `model` is None."""
+        return [p for p in self.pools_of(workload_class) if model is None or model in p.models]

@@ -1,7 +1,8 @@
 """Load a policy from YAML text or a file, with errors naming file, path and reason.
 
-`policy validate`, `serve` and the reloader all go through `load_policy_file`,
-so a policy that validates is exactly a policy that serves.
+`policy validate`, `serve`, the reloader and the offline commands all load a
+policy here and make an engine of it (which refuses rule names it does not
+have), so a policy that validates is exactly a policy that serves.
 """
 
 from __future__ import annotations

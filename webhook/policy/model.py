@@ -26,26 +26,11 @@ Mode = Literal["enforce", "warn", "audit"]
 """`enforce` denies; `warn` admits with an AdmissionResponse warning; `audit` admits and
 records the violation in the response's auditAnnotations."""
 
-RULE_NAMES = (
-    "visible-devices",
-    "workload-class",
-    "non-gpu-placement",
-    "pool-placement",
-    "gpu-model",
-    "gpu-quantity",
-    "gpu-count",
-    "mig-profile",
-    "priority-class",
-)
-"""The engine's stable rule names, which `enforcement` may give a mode."""
-
 
 def _rule_modes() -> Any:
-    return Field(
-        default_factory=dict,
-        json_schema_extra={"propertyNames": {"enum": list(RULE_NAMES)}},
-        description="rule name -> mode: enforce, warn or audit",
-    )
+    """Rule name -> mode. Which rules exist is the engine's to say: the schema lists its
+    names (see webhook.policy.schema), and an engine refuses a policy naming another."""
+    return Field(default_factory=dict, description="rule name -> mode: enforce, warn or audit")
 
 
 class StrictModel(BaseModel):

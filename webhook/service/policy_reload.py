@@ -3,14 +3,16 @@
 The policy usually comes from a ConfigMap volume, which kubelet updates by a symlink
 swap, so the reloader polls a hash of the file (``webhook.service.file_poll``, the mechanism
 the certificate reloader uses). Changed contents are compiled in a worker thread
-through ``load_policy_text``, exactly as ``policy validate`` and ``serve`` load them.
+through ``load_policy_text`` and made an ``Engine``, exactly as ``policy validate`` and
+``serve`` load them: the engine refuses a policy naming a rule it does not have.
 
-A policy that compiles becomes a new ``Engine``, assigned to ``engine`` in one step:
-a review reads ``engine`` once when it starts, so reviews in flight finish with the
-engine they started with and the next ones get the new one. A policy that does not
-compile changes nothing that serves: the error is logged once per distinct content
-(with file, field path and reason), shown in the ``/readyz`` detail and in the
-``gpu_admission_policy_valid`` metric, until a later edit compiles.
+A policy that compiles, and that the engine accepts, becomes the new ``engine`` in
+one step: a review reads ``engine`` once when it starts, so reviews in flight finish
+with the engine they started with and the next ones get the new one. A policy that
+does not compile, or that the engine refuses, changes nothing that serves: the error
+is logged once per distinct content (with file, field path and reason), shown in the
+``/readyz`` detail and in the ``gpu_admission_policy_valid`` metric, until a later
+edit compiles.
 """
 
 from __future__ import annotations

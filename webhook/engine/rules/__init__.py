@@ -1,1 +1,108 @@
-"""Validation rules. Each is a function of (policy, pod[, class]) -> violations."""
+"""The validation rules, declared once: ``RULES``, each rule with its name, the pods it is for
+and its checks.
+
+The engine judges every pod by ``RULES``; reports list the rules in its order; its
+names are those a policy's `enforcement` may give modes (an ``Engine`` refuses a
+policy naming another) and those `gpu-admission policy schema` lists. Adding a rule
+is adding one ``Rule`` below: a name, the pods it is for (a ``Scope`` of where pods
+stand, see context.py) and its checks, each a function of a ``RuleContext`` run at a
+``Step`` of judging a pod (see registry.py). The modules beside this one hold the
+checks, one rule or a few related ones each.
+"""
+
+from webhook.engine.rules import (
+    capacity,
+    node_name,
+    placement,
+    priority,
+    quantities,
+    visibility,
+    workload_class,
+)
+from webhook.engine.rules.context import (
+    CLASS_PODS,
+    EVERY_POD,
+    EVERY_POD_BUT_UNKNOWN_CLASS,
+    NO_CLASS,
+    NO_CLASS_NO_GPU,
+    WANTING_A_CLASS,
+    RuleContext,
+    Scope,
+    Standing,
+)
+from webhook.engine.rules.registry import Check, Findings, Registry, Rule, Step
+
+__all__ = [
+    "CLASS_PODS",
+    "EVERY_POD",
+    "EVERY_POD_BUT_UNKNOWN_CLASS",
+    "NO_CLASS",
+    "NO_CLASS_NO_GPU",
+    "RULES",
+    "WANTING_A_CLASS",
+    "Check",
+    "Findings",
+    "Registry",
+    "Rule",
+    "RuleContext",
+    "Scope",
+    "Standing",
+    "Step",
+]
+
+NODE_NAME = Check(Step.NODE, EVERY_POD_BUT_UNKNOWN_CLASS, node_name.check_node_name)
+"""The node a pod names in spec.nodeName: a GPU node for a pod of no class, another pool or
+GPU model for a class pod."""
+
+FITS_A_NODE = Check(Step.CAPACITY, CLASS_PODS, capacity.check_capacity)
+"""Whole GPUs against the largest node of the class's pools, MIG slices against theirs."""
+
+RULES = Registry(
+    [
+        Rule(
+            visibility.RULE,
+            applies=EVERY_POD,
+            checks=(Check(Step.CONTAINERS, EVERY_POD, visibility.check),),
+        ),
+        Rule(
+            workload_class.RULE,
+            applies=EVERY_POD,
+            checks=(Check(Step.CLASS_LABEL, WANTING_A_CLASS, workload_class.check),),
+        ),
+        Rule(
+            placement.NON_GPU,
+            applies=NO_CLASS_NO_GPU,
+            checks=(
+                Check(Step.PLACEMENT, NO_CLASS_NO_GPU, placement.check_non_gpu_placement),
+                NODE_NAME,
+            ),
+        ),
+        Rule(
+            placement.WRONG_POOL,
+            applies=CLASS_PODS,
+            checks=(Check(Step.PLACEMENT, CLASS_PODS, placement.check_class_placement), NODE_NAME),
+        ),
+        Rule(
+            placement.MODEL,
+            applies=CLASS_PODS,
+            checks=(Check(Step.MODEL_LABEL, CLASS_PODS, placement.check_model), NODE_NAME),
+        ),
+        Rule(
+            quantities.RULE,
+            applies=CLASS_PODS,
+            checks=(Check(Step.QUANTITIES, CLASS_PODS, quantities.check_quantities),),
+        ),
+        Rule(
+            capacity.COUNT,
+            applies=CLASS_PODS,
+            checks=(Check(Step.REQUEST, CLASS_PODS, capacity.check_requests_gpu), FITS_A_NODE),
+        ),
+        Rule(capacity.MIG, applies=CLASS_PODS, checks=(FITS_A_NODE,)),
+        Rule(
+            priority.RULE,
+            applies=CLASS_PODS,
+            checks=(Check(Step.PRIORITY, EVERY_POD_BUT_UNKNOWN_CLASS, priority.check_priority),),
+        ),
+    ]
+)
+"""Every validation rule, in the order reports list them."""

@@ -13,24 +13,24 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-from webhook.engine.capacity_now import STATIC, CapacityNow, PoolNow
+from webhook.engine.capacity_now import CapacityNow, PoolNow
 from webhook.engine.decision import REASONS_LIMIT, Violation, shorten
-from webhook.engine.pod import PodView
 from webhook.engine.quantities import format_count
 from webhook.engine.resources import effective_gpu_request, pod_requests_gpu
-from webhook.policy.compiled import GpuModel, Policy, Pool, WorkloadClass
+from webhook.engine.rules.context import RuleContext
+from webhook.policy.compiled import Policy, Pool
 
 COUNT = "gpu-count"
 MIG = "mig-profile"
 MIG_PROFILE = re.compile(r"^[1-9][0-9]?g\.[1-9][0-9]*gb(\.me|\.me\.all|\.gfx|-me)?$")
 
 
-def check_capacity(
-    policy: Policy, pod: PodView, workload: WorkloadClass, now: CapacityNow = STATIC
-) -> list[Violation]:
-    model = pod.labels.get(policy.gpu_model_label)
-    model = model if model in workload.models else None
-    pools = [p for p in policy.pools_of(workload) if model is None or model in p.models]
+def check_capacity(context: RuleContext) -> list[Violation]:
+    """The gpu-count rule for whole GPUs (and shared ones), the mig-profile rule for MIG
+    slices, resource by resource in the order the pod requests them."""
+    policy, pod, now = context.policy, context.pod, context.now
+    model = context.known_class.pinned_model(pod.labels.get(policy.gpu_model_label))
+    pools = policy.pools_for(context.known_class, model)
     violations: list[Violation] = []
     requested = effective_gpu_request(policy, pod)
     for judged, (resource, amount) in enumerate(requested.items()):
@@ -144,7 +144,7 @@ def _live(
 def _whole_gpus(
     policy: Policy, pools: list[Pool], amount: Decimal, model: str | None
 ) -> str | None:
-    sizes = {p.name: _largest_node(p, model) for p in pools}
+    sizes = {p.name: p.gpus_per_node_of(model) for p in pools}
     if any(amount <= size for size in sizes.values()):
         return None
     largest = max(sizes, key=lambda name: sizes[name])
@@ -169,9 +169,9 @@ def _mig_slices(
     capacity = {p.name: p.mig_slices_per_node(profile, model) for p in mixed}
     if not any(capacity.values()):
         offered = sorted(
-            {name for p in mixed for m in _models(p, model) for name in m.mig_profiles}
+            {name for p in mixed for m in p.models_for(model) for name in m.mig_profiles}
         )
-        products = sorted({m.product or m.name for p in mixed for m in _models(p, model)})
+        products = sorted({m.product or m.name for p in mixed for m in p.models_for(model)})
         return (
             f"MIG profile {profile} is not offered by {', '.join(products)} in pool "
             f"{' or '.join(capacity)}; offered: {', '.join(offered)}"
@@ -186,28 +186,15 @@ def _mig_slices(
     return None
 
 
-def _largest_node(pool: Pool, model: str | None) -> int:
-    if model is not None and model in pool.models:
-        return pool.models[model].gpus_per_node
-    return pool.gpus_per_node
-
-
-def _models(pool: Pool, model: str | None) -> list[GpuModel]:
-    return (
-        [pool.models[model]]
-        if model is not None and model in pool.models
-        else list(pool.models.values())
-    )
-
-
 def _of_model(model: str | None) -> str:
     return f" with model {model}" if model else ""
 
 
-def check_requests_gpu(policy: Policy, pod: PodView, workload: WorkloadClass) -> list[Violation]:
+def check_requests_gpu(context: RuleContext) -> list[Violation]:
     """A class pod runs on a GPU node at its class's priority: without a GPU it would
     hold a GPU node's place (and preempt for it) doing CPU work."""
-    if pod_requests_gpu(policy, pod):
+    policy, workload = context.policy, context.known_class
+    if pod_requests_gpu(policy, context.pod):
         return []
     return [
         Violation(

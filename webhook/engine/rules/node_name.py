@@ -10,18 +10,17 @@ refused until it can be placed; nothing a scheduler places is affected.
 
 from __future__ import annotations
 
-from webhook.engine.capacity_now import CapacityNow
 from webhook.engine.decision import Violation, echo
-from webhook.engine.pod import PodView
+from webhook.engine.rules.context import RuleContext
 from webhook.engine.rules.placement import MODEL, NON_GPU, WRONG_POOL
-from webhook.policy.compiled import Policy, WorkloadClass
 
 ADVICE = "remove spec.nodeName and let the scheduler place the pod"
 
 
-def check_node_name(
-    policy: Policy, pod: PodView, workload: WorkloadClass | None, now: CapacityNow
-) -> list[Violation]:
+def check_node_name(context: RuleContext) -> list[Violation]:
+    """For a pod of no class, the non-GPU placement rule; for a class pod, the pool
+    placement rule, or the GPU model rule when the node has another model."""
+    policy, pod, workload, now = context.policy, context.pod, context.workload, context.now
     node = pod.node_name
     if node is None:
         return []

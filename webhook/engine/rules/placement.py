@@ -12,18 +12,17 @@ from collections.abc import Callable
 
 from webhook.engine.decision import Violation, shorten
 from webhook.engine.placement import Reach, reach_of
-from webhook.engine.pod import PodView
-from webhook.policy.compiled import Policy, WorkloadClass
+from webhook.engine.rules.context import RuleContext
+from webhook.policy.compiled import Policy
 
 WRONG_POOL = "pool-placement"
 NON_GPU = "non-gpu-placement"
 MODEL = "gpu-model"
 
 
-def check_class_placement(
-    policy: Policy, pod: PodView, workload: WorkloadClass, reach: list[Reach] | None = None
-) -> list[Violation]:
-    reach = reach if reach is not None else reach_of(policy, pod)
+def check_class_placement(context: RuleContext) -> list[Violation]:
+    policy, pod, workload = context.policy, context.pod, context.known_class
+    reach = reach_of(policy, pod)
     violations = []
     wrong = _pools_where(reach, lambda r: r.kind.pool not in workload.pools and r.possibly)
     for pool in wrong:
@@ -52,8 +51,9 @@ def check_class_placement(
     return violations
 
 
-def check_model(policy: Policy, pod: PodView, workload: WorkloadClass) -> list[Violation]:
-    model = pod.labels.get(policy.gpu_model_label)
+def check_model(context: RuleContext) -> list[Violation]:
+    policy, workload = context.policy, context.known_class
+    model = context.pod.labels.get(policy.gpu_model_label)
     if not model or model in workload.models:
         return []
     return [
@@ -65,11 +65,9 @@ def check_model(policy: Policy, pod: PodView, workload: WorkloadClass) -> list[V
     ]
 
 
-def check_non_gpu_placement(
-    policy: Policy, pod: PodView, reach: list[Reach] | None = None
-) -> list[Violation]:
-    reach = reach if reach is not None else reach_of(policy, pod)
-    pools = _pools_where(reach, lambda r: r.possibly)
+def check_non_gpu_placement(context: RuleContext) -> list[Violation]:
+    policy = context.policy
+    pools = _pools_where(reach_of(policy, context.pod), lambda r: r.possibly)
     if not pools:
         return []
     tolerated = [t.describe() for p in pools for t in policy.pools[p].taints]

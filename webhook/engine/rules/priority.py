@@ -7,17 +7,23 @@ kube-apiserver would never resolve.
 
 from __future__ import annotations
 
-from webhook.engine.capacity_now import STATIC, CapacityNow
+from webhook.engine.capacity_now import CapacityNow
 from webhook.engine.decision import Violation, echo
 from webhook.engine.pod import PodView
+from webhook.engine.rules.context import RuleContext
 from webhook.policy.compiled import Policy, WorkloadClass
 
 RULE = "priority-class"
 
 
-def check_priority(
-    pod: PodView, workload: WorkloadClass, now: CapacityNow = STATIC
-) -> list[Violation]:
+def check_priority(context: RuleContext) -> list[Violation]:
+    """A class pod's PriorityClass is its class's; a pod of no class uses none of theirs."""
+    if context.workload is None:
+        return _unclassed_priority(context.policy, context.pod)
+    return _class_priority(context.pod, context.workload, context.now)
+
+
+def _class_priority(pod: PodView, workload: WorkloadClass, now: CapacityNow) -> list[Violation]:
     wanted = workload.priority_class
     if now.priority_classes is not None and wanted.name not in now.priority_classes:
         return [
@@ -50,7 +56,7 @@ def check_priority(
     ]
 
 
-def check_unclassed_priority(policy: Policy, pod: PodView) -> list[Violation]:
+def _unclassed_priority(policy: Policy, pod: PodView) -> list[Violation]:
     """A pod of no class may not use a class's PriorityClass: a CPU pod at the inference
     priority would preempt GPU workloads without ever being placed by the policy."""
     name = pod.priority_class_name

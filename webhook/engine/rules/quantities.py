@@ -10,16 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.engine.decision import Violation, echo, shorten
-from webhook.engine.pod import PodView
 from webhook.engine.quantities import format_count, parse_quantity
-from webhook.policy.compiled import Policy
+from webhook.engine.rules.context import RuleContext
 
 RULE = "gpu-quantity"
 
 
-def check_quantities(policy: Policy, pod: PodView) -> list[Violation]:
+def check_quantities(context: RuleContext) -> list[Violation]:
     violations = []
-    for container in pod.runnable_containers():
+    for container in context.pod.runnable_containers():
         for quantity in container.gpu:
             where = f"{container.describe} {shorten(quantity.resource)}"
             problems = [

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 from webhook.engine.decision import Violation, shorten
 from webhook.engine.pod import Container
+from webhook.engine.rules.context import RuleContext
 from webhook.errors import MalformedObject
 from webhook.policy.compiled import Policy
 
@@ -19,7 +20,12 @@ RULE = "visible-devices"
 SAFE_VALUES = frozenset({"void", "none"})
 
 
+def check(context: RuleContext) -> list[Violation]:
+    return check_visible_devices(context.policy, context.pod.all_containers())
+
+
 def check_visible_devices(policy: Policy, containers: Iterable[Container]) -> list[Violation]:
+    """Also what judges the debug containers added to a running pod."""
     violations = []
     name = policy.visible_devices_env
     for container in containers:

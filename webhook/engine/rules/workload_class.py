@@ -1,11 +1,23 @@
-"""Rules: GPU pods need a workload class; a class label must name a class."""
+"""Rule: GPU pods need a workload class; a class label must name a class."""
 
 from __future__ import annotations
 
 from webhook.engine.decision import Violation, shorten
+from webhook.engine.pod import PodView
+from webhook.engine.resources import effective_gpu_request
+from webhook.engine.rules.context import RuleContext, Standing
 from webhook.policy.compiled import Policy
 
 RULE = "workload-class"
+
+
+def check(context: RuleContext) -> list[Violation]:
+    policy = context.policy
+    if context.standing is Standing.NO_CLASS_WITH_GPU:
+        return [missing_class(policy, requested_resources(policy, context.pod))]
+    if context.standing is Standing.UNKNOWN_CLASS and context.label is not None:
+        return [unknown_class(policy, context.label)]
+    return []
 
 
 def missing_class(policy: Policy, resources: list[str]) -> Violation:
@@ -22,3 +34,12 @@ def unknown_class(policy: Policy, value: str) -> Violation:
         f"label {policy.workload_label}={shorten(value)} names no workload class; "
         f"use one of: {', '.join(policy.classes)}",
     )
+
+
+def requested_resources(policy: Policy, pod: PodView) -> list[str]:
+    """The GPU resources the pod requests: those the scheduler counts, else (amounts it
+    cannot read) every GPU resource its containers name."""
+    names = list(effective_gpu_request(policy, pod))
+    if names:
+        return names
+    return list(dict.fromkeys(q.resource for c in pod.runnable_containers() for q in c.gpu))
