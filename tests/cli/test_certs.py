@@ -1,8 +1,10 @@
-"""`gpu-admission certs generate`, and `certs rotate` from its arguments to what it tells.
+"""`gpu-admission certs generate`, and what `certs rotate` refuses before it reaches a cluster.
 
 The commands run in-process through a parser built with ``add_certs_commands``, the
 way ``gpu-admission`` builds its own; one test runs the installed command. Every file
-goes to tmp_path; `rotate` talks to a fake kube-apiserver (tests/kube/fake_apiserver.py).
+goes to tmp_path. What `rotate` checks before it talks to a cluster is tested here; its
+runs against a cluster are end-to-end tests on a real kube-apiserver
+(tests/e2e/test_certs_rotate_command.py, test_cert_rotation.py and test_install.py).
 """
 
 from __future__ import annotations
@@ -15,16 +17,13 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from tests.kube.fake_apiserver import FakeApiServer, serving
 from webhook.cli.certs import add_certs_commands
 from webhook.tls.files import write_key_pair
 from webhook.tls.pki import (
@@ -32,10 +31,8 @@ from webhook.tls.pki import (
     certificates_from_pem,
     create_ca,
     is_issued_by,
-    issue_service_certificate,
     subject_alt_names,
 )
-from webhook.tls.secret_layout import ca_secret_data, serving_secret_data
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 SERVICE_NAMES = [
@@ -313,83 +310,6 @@ def test_rotate_help_explains_the_two_steps_of_a_ca_rotation(
     text = capsys.readouterr().out
     assert "certs rotate --rotate-ca" in text
     assert "certs rotate --drop-old-ca" in text
-
-
-# --- rotate: against a fake kube-apiserver ----------------------------------------------------
-
-SECRETS = "/api/v1/namespaces/gpu/secrets"
-
-
-def kubeconfig_for(api: Any, directory: Path) -> Path:
-    path = directory / "kubeconfig"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "fake", "cluster": {"server": api.configuration.host}}],
-                "users": [{"name": "someone", "user": {"token": "t"}}],
-                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "someone"}}],
-                "current-context": "fake",
-            }
-        )
-    )
-    return path
-
-
-def secret(name: str, data: dict[str, bytes]) -> dict[str, Any]:
-    encoded = {key: base64.b64encode(value).decode() for key, value in data.items()}
-    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "data": encoded}
-
-
-def rotate_in(api: Any, directory: Path, *extra: str) -> int:
-    kubeconfig = kubeconfig_for(api, directory)
-    return certs_command(
-        "rotate", "--kubeconfig", str(kubeconfig), "--namespace", "gpu", "--secret", "tls", *extra
-    )
-
-
-def test_rotate_renews_the_leaf_in_the_secret_from_the_ca_secret(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    ca = create_ca("cluster CA")
-    leaf = issue_service_certificate(ca, "hook", "gpu")
-    fake = FakeApiServer()
-    fake.put(f"{SECRETS}/tls", secret("tls", serving_secret_data(leaf, ca)))
-    fake.put(f"{SECRETS}/tls-ca", secret("tls-ca", ca_secret_data(ca)))
-
-    with serving(fake) as api:
-        assert rotate_in(api, tmp_path, "--force") == 0
-
-    renewed = fake.objects[f"{SECRETS}/tls"]["data"]["tls.crt"]
-    certificate = certificates_from_pem(base64.b64decode(renewed))[0]
-    assert certificate != leaf.certificate
-    assert is_issued_by(certificate, ca.certificate)
-    assert "renewing the leaf: forced" in capsys.readouterr().out
-
-
-def test_rotate_without_the_serving_secret_exits_2_naming_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    with serving(FakeApiServer()) as api:
-        assert rotate_in(api, tmp_path) == 2
-
-    assert "the serving Secret gpu/tls does not exist" in capsys.readouterr().err
-
-
-def test_rotate_refused_by_the_api_server_exits_1_with_its_message(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    fake = FakeApiServer()
-    fake.refused[f"{SECRETS}/tls"] = (403, "Forbidden", 'secrets "tls" is forbidden')
-
-    with serving(fake) as api:
-        assert rotate_in(api, tmp_path) == 1
-
-    assert capsys.readouterr().err == (
-        'gpu-admission certs rotate: the API server refused: 403 Forbidden: secrets "tls" is '
-        "forbidden\n"
-    )
 
 
 # --- the installed command ----------------------------------------------------------------------
