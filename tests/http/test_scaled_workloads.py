@@ -14,7 +14,9 @@ import pytest
 from tests.builders import pod, pod_create
 from webhook.engine import AdmissionRequest, Engine
 from webhook.engine.autoscalers import ScaleTarget
+from webhook.engine.inventory import UNKNOWN
 from webhook.engine.templates import TemplateKind
+from webhook.http.judging import JUDGES
 from webhook.http.scaled_workloads import ScaledWorkloadReader, ScaledWorkloads
 
 DEPLOYMENT = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "trainer"}}
@@ -106,3 +108,28 @@ def test_a_read_slower_than_its_seconds_is_given_up_on(
     assert found is None
     [record] = caplog.records
     assert record.reason == "TimeoutError"  # type: ignore[attr-defined]
+
+
+class CountingEngine(Engine):
+    """An engine that counts how often it works out what an autoscaler scales."""
+
+    looked = 0
+
+    def scale_target(self, request: AdmissionRequest) -> ScaleTarget | None:
+        self.looked += 1
+        return super().scale_target(request)
+
+
+def test_the_target_is_worked_out_once_for_the_read_and_the_warning(engine: Engine) -> None:
+    counting = CountingEngine(engine.policy)
+
+    def read(target: ScaleTarget, kinds: tuple[TemplateKind, ...]) -> Mapping[str, Any]:
+        return {**DEPLOYMENT, "spec": {"template": pod("training")}}
+
+    request = hpa_create()
+    scaled = asyncio.run(ScaledWorkloadReader(read, 2.0).scaled(counting, request))
+    assert scaled is not None
+    decision = JUDGES["validate"](counting, request, UNKNOWN, scaled)
+
+    assert decision.allowed
+    assert counting.looked == 1

@@ -204,9 +204,8 @@ def autoscaler_warnings(
     requested = effective_gpu_request(policy, pod)
     if not requested:
         return []
-    model = pod.labels.get(policy.gpu_model_label)
-    model = model if model in workload_class.models else None
-    pools = [p for p in policy.pools_of(workload_class) if model is None or model in p.models]
+    model = workload_class.pinned_model(pod.labels.get(policy.gpu_model_label))
+    pools = policy.pools_for(workload_class, model)
     known = _known_pools(pools, model, capacity)
     if not known:
         return []

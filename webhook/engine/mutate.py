@@ -78,8 +78,8 @@ def _node_affinity(
     patch: PatchBuilder, policy: Policy, pod: PodView, workload: WorkloadClass
 ) -> None:
     constraints = [_expression(policy.pool_label, workload.pool_label_values)]
-    model = pod.labels.get(policy.gpu_model_label)
-    if model and model in workload.models:
+    model = workload.pinned_model(pod.labels.get(policy.gpu_model_label))
+    if model:
         constraints.append(_expression(policy.model_label, (model,)))
     affinity, affinity_path = patch.mapping(pod.spec, "/spec", "affinity")
     node_affinity, node_path = patch.mapping(affinity, affinity_path, "nodeAffinity")

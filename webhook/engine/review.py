@@ -93,16 +93,19 @@ class Engine:
         request: AdmissionRequest,
         inventory: Inventory = UNKNOWN,
         scaled: Mapping[str, Any] | None = None,
+        *,
+        target: ScaleTarget | None = None,
     ) -> Decision:
         """Refuse pods and workloads whose pods break an enforced rule, with every reason at
         once; warn of and audit the others. Exempted pods are not judged.
 
         An autoscaler is always admitted, with a warning when it can scale `scaled` (the
-        workload it targets, as the cluster has it) beyond what its pools have now."""
+        workload it targets, as the cluster has it) beyond what its pools have now. A
+        caller that worked out the autoscaler's `target` to read `scaled` passes it on."""
         if (refused := refusal(request)) is not None:
             return refused
         now = self.capacity(inventory)
-        target = self.scale_target(request)
+        target = target or self.scale_target(request)
         if target is not None:
             warnings = autoscaler_warnings(self.policy, target, scaled, now, self.kinds)
             return Decision(allowed=True, warnings=tuple(warnings))

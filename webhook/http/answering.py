@@ -19,9 +19,8 @@ logged at debug level and answered nothing.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
 
@@ -31,7 +30,7 @@ from webhook.http.body import BodyBudgetSpent, BodyLimits, BodyTooLarge, receive
 from webhook.http.judging import JUDGES, Judged, decode, encode, failed, judged
 from webhook.http.offload import ReviewWorker
 from webhook.http.review import to_engine_request
-from webhook.http.scaled_workloads import ScaledWorkloadReader
+from webhook.http.scaled_workloads import ScaledWorkload, ScaledWorkloadReader
 
 log = logging.getLogger("gpu_admission.http")
 
@@ -99,19 +98,20 @@ class ReviewAnswerer:
             return review
         try:
             engine, request = self.engine(), to_engine_request(review)
-            scaled = await self._scaled_workload(engine, request)
+            scaled = await self._scaled(webhook, engine, request)
             decision = JUDGES[webhook](engine, request, self.cluster(), scaled)
         except Exception:
             log.exception("engine failed", extra={"uid": review.request.uid})
             return failed(review)
         return judged(review, decision)
 
-    async def _scaled_workload(
-        self, engine: Engine, request: AdmissionRequest
-    ) -> Mapping[str, Any] | None:
-        if self.scaled_workloads is None:
+    async def _scaled(
+        self, webhook: str, engine: Engine, request: AdmissionRequest
+    ) -> ScaledWorkload | None:
+        """Only validation warns of what an autoscaler can scale to."""
+        if self.scaled_workloads is None or webhook != "validate":
             return None
-        return await self.scaled_workloads.workload(engine, request)
+        return await self.scaled_workloads.scaled(engine, request)
 
 
 def _built(engine: Callable[[], Engine]) -> Engine | None:

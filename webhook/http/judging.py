@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,24 +27,27 @@ from webhook.http.review import (
     request_uid,
     to_engine_request,
 )
+from webhook.http.scaled_workloads import ScaledWorkload
 
-Judge = Callable[[Engine, AdmissionRequest, Inventory, Mapping[str, Any] | None], Decision]
-"""One webhook's call into the engine: engine, request, what the cluster has now and
-the workload an autoscaler under review targets."""
+Judge = Callable[[Engine, AdmissionRequest, Inventory, ScaledWorkload | None], Decision]
+"""One webhook's call into the engine: engine, request, what the cluster has now and,
+for an autoscaler under review, its target and the workload it scales."""
 
 INTERNAL_ERROR = "gpu-admission internal error; see its logs"
 
 
 def _mutate(
-    engine: Engine, request: AdmissionRequest, now: Inventory, scaled: Mapping[str, Any] | None
+    engine: Engine, request: AdmissionRequest, now: Inventory, scaled: ScaledWorkload | None
 ) -> Decision:
     return engine.mutate(request, now)
 
 
 def _validate(
-    engine: Engine, request: AdmissionRequest, now: Inventory, scaled: Mapping[str, Any] | None
+    engine: Engine, request: AdmissionRequest, now: Inventory, scaled: ScaledWorkload | None
 ) -> Decision:
-    return engine.validate(request, now, scaled)
+    if scaled is None:
+        return engine.validate(request, now)
+    return engine.validate(request, now, scaled.workload, target=scaled.target)
 
 
 JUDGES: dict[str, Judge] = {"mutate": _mutate, "validate": _validate}

@@ -27,6 +27,15 @@ ScaledWorkloads = Callable[[ScaleTarget, tuple[TemplateKind, ...]], Mapping[str,
 
 
 @dataclass(frozen=True)
+class ScaledWorkload:
+    """An autoscaler's target, and the workload it names as the cluster has it (None when
+    it could not be read)."""
+
+    target: ScaleTarget
+    workload: Mapping[str, Any] | None
+
+
+@dataclass(frozen=True)
 class ScaledWorkloadReader:
     """Reads the workload of each autoscaler under review with ``read``, waiting at most
     ``seconds`` for it."""
@@ -34,14 +43,15 @@ class ScaledWorkloadReader:
     read: ScaledWorkloads
     seconds: float
 
-    async def workload(self, engine: Engine, request: AdmissionRequest) -> Mapping[str, Any] | None:
-        """The workload the autoscaler under review targets; None when ``request`` is not
-        of an autoscaler, or its target cannot be read in time."""
+    async def scaled(self, engine: Engine, request: AdmissionRequest) -> ScaledWorkload | None:
+        """What the autoscaler under review scales, worked out once, and the workload as the
+        cluster has it (None when it cannot be read in time); None when ``request`` is not
+        of an autoscaler."""
         target = engine.scale_target(request)
         if target is None:
             return None
         try:
-            return await asyncio.wait_for(
+            found = await asyncio.wait_for(
                 run_in_threadpool(self.read, target, engine.kinds), self.seconds
             )
         except Exception as error:
@@ -54,4 +64,11 @@ class ScaledWorkloadReader:
                     "reason": str(error) or type(error).__name__,
                 },
             )
-            return None
+            found = None
+        return ScaledWorkload(target, found)
+
+    async def workload(self, engine: Engine, request: AdmissionRequest) -> Mapping[str, Any] | None:
+        """The workload the autoscaler under review targets; None when ``request`` is not
+        of an autoscaler, or its target cannot be read in time."""
+        scaled = await self.scaled(engine, request)
+        return None if scaled is None else scaled.workload
