@@ -24,6 +24,7 @@ from cryptography.x509.verification import PolicyBuilder, Store, Subject, Verifi
 
 from webhook.tls.files import load_ca, load_issued, write_key_pair
 from webhook.tls.pki import create_ca, issue_serving_certificate
+from webhook.tls.secret_layout import CA_CERTIFICATE, CA_PRIVATE_KEY, CERTIFICATE, PRIVATE_KEY
 
 __all__ = [
     "DEV_DNS_NAMES",
@@ -59,9 +60,11 @@ def ensure_dev_serving_certificate(directory: Path) -> DevCertificatePaths:
     """
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     paths = DevCertificatePaths(
-        ca_cert=directory / "ca.crt", cert=directory / "tls.crt", key=directory / "tls.key"
+        ca_cert=directory / CA_CERTIFICATE,
+        cert=directory / CERTIFICATE,
+        key=directory / PRIVATE_KEY,
     )
-    ca_key = directory / "ca.key"
+    ca_key = directory / CA_PRIVATE_KEY
     with _locked(directory):
         if _dev_certificates_usable(paths, ca_key):
             return paths

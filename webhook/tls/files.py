@@ -24,6 +24,7 @@ from webhook.tls.pki import (
     certificates_from_pem,
     issued_from_pem,
 )
+from webhook.tls.secret_layout import CA_CERTIFICATE, CA_PRIVATE_KEY
 
 __all__ = ["existing_ca", "load_ca", "load_issued", "not_after", "write_key_pair"]
 
@@ -104,7 +105,7 @@ def existing_ca(directory: Path) -> CertificateAuthority | None:
     rather than a reason to start over: replacing a CA silently would break every client
     that trusts the old one.
     """
-    cert_path, key_path = directory / "ca.crt", directory / "ca.key"
+    cert_path, key_path = directory / CA_CERTIFICATE, directory / CA_PRIVATE_KEY
     present = [path for path in (cert_path, key_path) if path.exists()]
     if len(present) == 2:
         try:

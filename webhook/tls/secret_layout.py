@@ -5,7 +5,8 @@ The serving Secret is a ``kubernetes.io/tls`` Secret the pods mount: the leaf
 cert-manager writes too). The CA Secret (``Opaque``: ``ca.crt``, ``ca.key``) is
 mounted by nothing; rotation reads the CA from it to issue the next leaf. Everything
 that reads or writes either Secret (rotation, ``gpu-admission install``) goes
-through here.
+through here. The keys are also the file names of a mounted Secret, so the
+development directory `serve` makes and `certs generate --out` use them too.
 """
 
 from __future__ import annotations
