@@ -45,7 +45,7 @@ from typing import Any
 import orjson
 
 from benchmarks.apiserver_arms import ALLOW_GO, ARMS, CEL, NONE, OURS, PATCH_FLOOR, Arms
-from benchmarks.apiserver_cluster import Api, ApiserverOnly
+from benchmarks.apiserver_cluster import Api, apiserver_only
 from benchmarks.apiserver_load import pod_bodies, run_window
 from benchmarks.apiserver_measure import (
     AdmissionMetrics,
@@ -64,6 +64,7 @@ from benchmarks.apiserver_report import (
     throughput_table,
 )
 from tests.e2e.build_controlplane import ensure_binaries, pinned_kubernetes_version
+from tests.e2e.controlplane import ControlPlane
 from tests.e2e.webhook_server import WEBHOOK_TIMEOUT_SECONDS
 from webhook.install.configurations import MUTATING_WEBHOOK, VALIDATING_WEBHOOK
 from webhook.policy.load import load_default_policy
@@ -109,9 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     at_start = machine()
     work_dir = Path(tempfile.mkdtemp(prefix="gpu-admission-bench-apiserver-"))
-    cluster = ApiserverOnly(
-        ensure_binaries(), work_dir / "cluster", extra_apiserver_flags=tuple(args.apiserver_flag)
-    )
+    cluster = apiserver_only(ensure_binaries(), work_dir / "cluster", tuple(args.apiserver_flag))
     cluster.start()
     api = Api(cluster.api_url, cluster.admin_ssl_context())
     policy = load_default_policy()
@@ -156,7 +155,7 @@ def log(message: str) -> None:
     print(f"[bench-apiserver] {message}", file=sys.stderr, flush=True)
 
 
-def measure(args: argparse.Namespace, cluster: ApiserverOnly, api: Api, arms: Arms) -> list[Sample]:
+def measure(args: argparse.Namespace, cluster: ControlPlane, api: Api, arms: Arms) -> list[Sample]:
     work = pod_bodies("pod", args.pods)
     warmup = pod_bodies("warmup", args.warmup)
     context = cluster.admin_ssl_context()

@@ -3,13 +3,12 @@
 Pod CREATE throughput needs neither kube-scheduler nor kube-controller-manager, and
 both would add load of their own to the apiserver while it is measured: the scheduler
 watches every new pod and writes its status back (there are no nodes to bind it to),
-the controller-manager's informers watch pods too. So ``ApiserverOnly`` starts the
-harness's first two components (the same command lines, `tests/e2e/components.py`)
-and stops there. Without the controller-manager two things are done by hand: the
-``default`` ServiceAccount of each namespace (the ServiceAccount admission plugin
-refuses pods without it) is created here, and namespaces are never deleted (nothing
-would finalize them); their pods are, which needs no kubelet since they are never
-bound.
+the controller-manager's informers watch pods too. So ``apiserver_only`` starts the
+harness's first two components and stops there. Without the controller-manager two
+things are done by hand: the ``default`` ServiceAccount of each namespace (the
+ServiceAccount admission plugin refuses pods without it) is created here, and
+namespaces are never deleted (nothing would finalize them); their pods are, which
+needs no kubelet since they are never bound.
 
 ``Api`` speaks JSON to kube-apiserver over one kept-alive HTTPS connection with the
 admin client certificate, for everything outside the measured windows.
@@ -27,57 +26,14 @@ from typing import Any, TypeVar
 
 import orjson
 
-from tests.e2e.components import apiserver_command, etcd_command
 from tests.e2e.controlplane import ControlPlane
-from tests.e2e.kubeconfig import write_kubeconfig
-from tests.e2e.pki import create_pki
-from tests.e2e.probes import http_ok
 
 T = TypeVar("T")
 
 
-class ApiserverOnly(ControlPlane):
+def apiserver_only(bin_dir: Path, work_dir: Path, flags: tuple[str, ...] = ()) -> ControlPlane:
     """The harness's control plane without kube-scheduler and kube-controller-manager."""
-
-    def __init__(
-        self,
-        bin_dir: Path,
-        work_dir: Path | None = None,
-        extra_apiserver_flags: tuple[str, ...] = (),
-    ) -> None:
-        super().__init__(bin_dir, work_dir)
-        self.extra_apiserver_flags = extra_apiserver_flags
-
-    def _start_all(self) -> None:
-        pki_dir = self.work_dir / "pki"
-        pki_dir.mkdir(parents=True, exist_ok=True)
-        pki = self._pki = create_pki(pki_dir)
-        self._launch(
-            "etcd",
-            etcd_command(self.bin_dir / "etcd", self.work_dir / "etcd-data", self.ports),
-            http_ok(f"{self.etcd_url}/health"),
-        )
-        write_kubeconfig(
-            self.kubeconfig,
-            server=self.api_url,
-            ca_cert=pki.ca.cert,
-            client=pki.admin,
-            user="admin",
-        )
-        command = apiserver_command(
-            self.bin_dir / "kube-apiserver", pki, self.ports, self.work_dir / "apiserver-certs"
-        )
-        self._launch(
-            "kube-apiserver",
-            [*command, *self.extra_apiserver_flags],
-            http_ok(f"{self.api_url}/readyz", self.admin_ssl_context()),
-        )
-
-    def pid_of(self, name: str) -> int:
-        for component in self._components:
-            if component.name == name and component.pid is not None:
-                return component.pid
-        raise KeyError(name)
+    return ControlPlane(bin_dir, work_dir, controllers=False, extra_apiserver_flags=flags)
 
 
 class ApiError(RuntimeError):

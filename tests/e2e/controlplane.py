@@ -42,8 +42,20 @@ __all__ = ["ComponentFailed", "ControlPlane"]
 class ControlPlane(Cluster):
     """The control plane and, through :class:`Cluster`, kubectl as its admin."""
 
-    def __init__(self, bin_dir: Path, work_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        bin_dir: Path,
+        work_dir: Path | None = None,
+        *,
+        controllers: bool = True,
+        extra_apiserver_flags: tuple[str, ...] = (),
+    ) -> None:
+        """``controllers=False`` starts etcd and kube-apiserver only (a benchmark of
+        writes wants no scheduler or controller-manager watching what it writes);
+        ``extra_apiserver_flags`` are appended to kube-apiserver's command."""
         self.bin_dir = bin_dir
+        self.controllers = controllers
+        self.extra_apiserver_flags = extra_apiserver_flags
         # A directory we made ourselves is ours to remove on stop; one handed
         # in (pytest's tmp_path) is left for the caller and its retention rules.
         self._owns_work_dir = work_dir is None
@@ -131,11 +143,16 @@ class ControlPlane(Cluster):
         # need the moment they connect.
         self._launch(
             "kube-apiserver",
-            apiserver_command(
-                self.bin_dir / "kube-apiserver", pki, ports, self.work_dir / "apiserver-certs"
-            ),
+            [
+                *apiserver_command(
+                    self.bin_dir / "kube-apiserver", pki, ports, self.work_dir / "apiserver-certs"
+                ),
+                *self.extra_apiserver_flags,
+            ],
             http_ok(f"{self.api_url}/readyz", self.admin_ssl_context()),
         )
+        if not self.controllers:
+            return
 
         scheduler_kubeconfig = write_kubeconfig(
             self.work_dir / "kube-scheduler.kubeconfig",
@@ -185,6 +202,13 @@ class ControlPlane(Cluster):
         seconds = component.wait_healthy(probe, START_TIMEOUT)
         self.startup_seconds[name] = seconds
         print(f"[controlplane] {name} healthy after {seconds:.1f}s", file=sys.stderr)
+
+    def pid_of(self, name: str) -> int:
+        """The process id of a running component (``"kube-apiserver"``, ``"etcd"``, ...)."""
+        for component in self._components:
+            if component.name == name and component.pid is not None:
+                return component.pid
+        raise KeyError(name)
 
     def check_running(self) -> None:
         """Raise ComponentFailed (with its log) if any component has died."""
