@@ -11,6 +11,10 @@ AdmissionReview bodies of one review, and a no-op review (mutate + validate of
 a ConfigMap, which the engine passes untouched). Then the full FastAPI app
 in-process through httpx.ASGITransport (includes the httpx client; `--no-http`
 skips it). `--profile` prints the cProfile hotspots of the engine loop.
+
+Last, how the cost grows with the pod (1, 10, 100 containers) and with the policy
+(2, 20, 200 pools and classes): `benchmarks.engine_growth`. `--no-growth` leaves that
+section out, `--growth-only` prints only it.
 """
 
 from __future__ import annotations
@@ -503,9 +507,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--nodes", type=int, default=3_000, help="GPU nodes in the live-inventory rows"
     )
+    parser.add_argument(
+        "--no-growth", action="store_true", help="skip the growth with pod and policy size"
+    )
+    parser.add_argument(
+        "--growth-only", action="store_true", help="only the growth with pod and policy size"
+    )
+    parser.add_argument("--growth-rounds", type=int, default=2_000, help="rounds over all cases")
+    parser.add_argument("--growth-warmup", type=int, default=200)
     args = parser.parse_args(argv)
 
     pinned = pin_to_one_core(args.cpu)
+    if args.growth_only:
+        load = ", ".join(f"{n:.2f}" for n in os.getloadavg())
+        print(f"gpu-admission engine benchmark: {cpu_model()}, {pinned}, load average {load}")
+        print(f"Python {platform.python_version()} ({platform.python_implementation()})\n")
+        growth(args.growth_rounds, args.growth_warmup)
+        return
     engine = Engine(load_default_policy())
     all_cases = cases(engine)
     for case in all_cases:
@@ -564,8 +582,19 @@ def main(argv: list[str] | None = None) -> None:
         f"{'met' if met else 'MISSED'} ({overall.per_second:,.0f} reviews/s, "
         f"p99 {overall.p99:.1f} µs)"
     )
+    if not args.no_growth:
+        print()
+        growth(args.growth_rounds, args.growth_warmup)
     if args.profile:
         profile(engine, all_cases, max(1, args.rounds // 10), args.top)
+
+
+def growth(rounds: int, warmup: int) -> None:
+    """The growth section; imported here, as it builds on this module's pods."""
+    from benchmarks.engine_growth import print_growth, run_growth
+
+    cases, rows = run_growth(rounds, warmup)
+    print_growth(cases, rows, rounds)
 
 
 if __name__ == "__main__":
