@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test lint unit e2e bench bench-apiserver attack fuzz demo clean
+.PHONY: serve test lint unit e2e bench bench-apiserver bench-service attack fuzz demo clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,9 @@ attack: $(STAMP)  ## one replica under slow, idle, stalled and huge clients: lat
 
 bench-apiserver: $(STAMP)  ## pod CREATE throughput through a real kube-apiserver: none, ours, allow-python, allow-go, patch-floor, cel (see BENCHMARKS.md)
 	$(BIN)/python -m benchmarks.apiserver
+
+bench-service: $(STAMP)  ## one replica over HTTPS under a Go load generator: saturation, latency at 50% and 90% of it, CPU per review; ratios to a constant-allow server (see benchmarks/service.py)
+	$(BIN)/python -m benchmarks.service
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

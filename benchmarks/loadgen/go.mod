@@ -1,0 +1,3 @@
+module gpu-admission.example/benchmarks/loadgen
+
+go 1.26
