@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test lint unit e2e bench bench-apiserver bench-service attack fuzz demo clean
+.PHONY: serve test lint unit e2e bench bench-apiserver bench-service attack soak fuzz demo clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,9 @@ bench: $(STAMP)  ## engine throughput and latency (see BENCHMARKS.md)
 
 attack: $(STAMP)  ## one replica under slow, idle, stalled and huge clients: latency of others, memory (see BENCHMARKS.md)
 	$(BIN)/python -m benchmarks.attack
+
+soak: $(STAMP)  ## one replica under 1,000,000 mixed reviews: memory, descriptors and threads after warm-up against the end; fails past 10% growth (see benchmarks/soak.py)
+	$(BIN)/python -m benchmarks.soak
 
 bench-apiserver: $(STAMP)  ## pod CREATE throughput through a real kube-apiserver: none, ours, allow-python, allow-go, patch-floor, cel (see BENCHMARKS.md)
 	$(BIN)/python -m benchmarks.apiserver
