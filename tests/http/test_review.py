@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import copy
 import json
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +21,8 @@ from webhook.http.review import (
     complete,
     errored,
     parse_review,
+    plain_request,
+    read_request,
     request_uid,
     to_engine_request,
 )
@@ -142,6 +145,112 @@ class TestParseReview:
     def test_any_bytes_either_parse_or_raise_invalid_review(self, body: bytes) -> None:
         with contextlib.suppress(InvalidReview):
             parse_review(body)
+
+
+ODD_VALUES = st.sampled_from(
+    [None, 0, 1, 7, 1.0, True, False, "", "true", "1", "CREATE", "Pod", [], ["x"], {}, {"x": 1}]
+)
+"""Values of the wrong type, or that pydantic's lax mode would convert."""
+
+NAMES = st.sampled_from(["", "v1", "apps", "Pod", "pods", "status", "ephemeralcontainers"])
+OBJECTS = st.sampled_from([None, {}, {"kind": "Pod"}, [1], "x", 3])
+FIELDS = {
+    (): ["apiVersion", "kind", "request", "api_version"],
+    ("request",): [
+        "uid", "kind", "resource", "subResource", "name", "namespace", "operation", "object",
+        "oldObject", "dryRun", "sub_resource", "old_object", "dry_run", "userInfo",
+    ],
+    ("request", "kind"): ["group", "version", "kind"],
+    ("request", "resource"): ["group", "version", "resource"],
+}  # fmt: skip
+"""Where each field of an envelope is, with names the models know under another one."""
+
+
+@st.composite
+def envelopes(draw: st.DrawFn) -> dict[str, Any]:
+    """A review in the plain form kube-apiserver sends, then a few fields left out, given
+    odd values, or added under their Python names."""
+    request = {
+        "uid": draw(st.text(min_size=1, max_size=3)),
+        "kind": {"group": draw(NAMES), "version": draw(NAMES), "kind": draw(NAMES)},
+        "resource": {"group": draw(NAMES), "version": draw(NAMES), "resource": draw(NAMES)},
+        "subResource": draw(NAMES),
+        "name": draw(st.text(max_size=3)),
+        "namespace": draw(st.text(max_size=3)),
+        "operation": draw(st.sampled_from(["CREATE", "UPDATE", "DELETE", "CONNECT"])),
+        "object": draw(OBJECTS),
+        "oldObject": draw(OBJECTS),
+        "dryRun": draw(st.booleans()),
+    }
+    for name in draw(st.sets(st.sampled_from(sorted(request)), max_size=4)):
+        del request[name]  # optional fields left out; required ones make it invalid
+    envelope = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+    changes = st.tuples(st.sampled_from(sorted(FIELDS)), st.integers(0, 20), ODD_VALUES)
+    for where, which, value in draw(st.lists(changes, max_size=3)):
+        parent: Any = envelope
+        for key in where:
+            parent = parent.get(key) if isinstance(parent, dict) else None
+        if isinstance(parent, dict):
+            names = FIELDS[where]
+            parent[names[which % len(names)]] = copy.deepcopy(value)
+    return envelope
+
+
+class TestReadRequest:
+    """The edge reads a review by hand when its envelope has the plain form, else with the
+    models: the same request either way, and the same refusal."""
+
+    @given(envelopes())
+    def test_a_review_read_by_hand_is_read_as_the_models_read_it(
+        self, envelope: dict[str, Any]
+    ) -> None:
+        plain = plain_request(envelope)
+        try:
+            modelled = to_engine_request(parse_review(encoded(envelope)))
+        except InvalidReview:
+            assert plain is None
+            return
+        assert plain is None or plain == modelled
+
+    @given(envelopes())
+    def test_read_request_gives_what_the_models_give_or_the_same_refusal(
+        self, envelope: dict[str, Any]
+    ) -> None:
+        body = encoded(envelope)
+        try:
+            expected = to_engine_request(parse_review(body))
+        except InvalidReview as refused:
+            with pytest.raises(InvalidReview) as raised:
+                read_request(body)
+            assert str(raised.value) == str(refused)
+            return
+        assert read_request(body) == expected
+
+    def test_a_review_as_kube_apiserver_sends_it_is_read_by_hand(self, review: Review) -> None:
+        sent = review(pod(), uid="u-1", sub_resource="", old_object={"kind": "Pod"})
+        sent["request"]["dryRun"] = False
+
+        assert plain_request(sent) == to_engine_request(parse_review(encoded(sent)))
+
+    @pytest.mark.parametrize(
+        "change",
+        [
+            {"dryRun": "true"},
+            {"dryRun": 1},
+            {"sub_resource": "status"},
+            {"uid": ""},
+            {"name": None},
+            {"kind": {"group": "", "version": "v1"}},
+        ],
+        ids=["dry-run-a-string", "dry-run-a-number", "python-name", "empty-uid", "null-name", "kind-without-kind"],
+    )  # fmt: skip
+    def test_an_envelope_the_models_would_convert_or_refuse_is_left_to_them(
+        self, review: Review, change: dict[str, Any]
+    ) -> None:
+        sent = review(pod(), uid="u-1")
+        sent["request"].update(change)
+
+        assert plain_request(sent) is None
 
 
 class TestRequestUid:

@@ -29,7 +29,6 @@ from webhook.engine.inventory import Inventory
 from webhook.http.body import BodyBudgetSpent, BodyLimits, BodyTooLarge, received_body
 from webhook.http.judging import JUDGES, Judged, decode, encode, failed, judged
 from webhook.http.offload import ReviewWorker
-from webhook.http.review import to_engine_request
 from webhook.http.scaled_workloads import ScaledWorkload, ScaledWorkloadReader
 
 log = logging.getLogger("gpu_admission.http")
@@ -82,7 +81,7 @@ class ReviewAnswerer:
         engine = _built(self.engine) if worker is not None else None
         if worker is not None and engine is not None:
             return await self._judge_in_worker(worker, webhook, engine, body)
-        return await self._judge_here(webhook, bytes(body))
+        return await self._judge_here(webhook, body)
 
     async def _judge_in_worker(
         self, worker: ReviewWorker, webhook: str, engine: Engine, body: bytearray
@@ -92,18 +91,18 @@ class ReviewAnswerer:
             log.error("engine failed", extra={"uid": answered.uid, "exception": answered.failure})
         return answered
 
-    async def _judge_here(self, webhook: str, body: bytes) -> Judged:
-        review = decode(body)
-        if isinstance(review, Judged):
-            return review
+    async def _judge_here(self, webhook: str, body: bytes | bytearray) -> Judged:
+        request = decode(body)
+        if isinstance(request, Judged):
+            return request
         try:
-            engine, request = self.engine(), to_engine_request(review)
+            engine = self.engine()
             scaled = await self._scaled(webhook, engine, request)
             decision = JUDGES[webhook](engine, request, self.cluster(), scaled)
         except Exception:
-            log.exception("engine failed", extra={"uid": review.request.uid})
-            return failed(review)
-        return judged(review, decision)
+            log.exception("engine failed", extra={"uid": request.uid})
+            return failed(request)
+        return judged(request, decision)
 
     async def _scaled(
         self, webhook: str, engine: Engine, request: AdmissionRequest

@@ -18,15 +18,7 @@ import orjson
 
 from webhook.engine import AdmissionRequest, Decision, Engine
 from webhook.engine.inventory import Inventory
-from webhook.http.review import (
-    AdmissionReview,
-    InvalidReview,
-    complete,
-    errored,
-    parse_review,
-    request_uid,
-    to_engine_request,
-)
+from webhook.http.review import InvalidReview, complete, errored, read_request, request_uid
 from webhook.http.scaled_workloads import ScaledWorkload
 
 Judge = Callable[[Engine, AdmissionRequest, Inventory, ScaledWorkload | None], Decision]
@@ -77,18 +69,18 @@ def encode(content: Any) -> bytes:
     return orjson.dumps(content)
 
 
-def decode(body: bytes | bytearray) -> AdmissionReview | Judged:
-    """The review in ``body``, or the HTTP 400 that answers a body that is not one."""
+def decode(body: bytes | bytearray) -> AdmissionRequest | Judged:
+    """The request of the review in ``body``, or the HTTP 400 that answers a body that is
+    not one."""
     try:
-        return parse_review(body)
+        return read_request(body)
     except InvalidReview as error:
         reason = str(error)
         return Judged(400, encode({"error": reason}), uid=request_uid(body), reason=reason)
 
 
-def judged(review: AdmissionReview, decision: Decision) -> Judged:
-    """The reply to ``review`` carrying ``decision``."""
-    request = review.request
+def judged(request: AdmissionRequest, decision: Decision) -> Judged:
+    """The reply to the review of ``request`` carrying ``decision``."""
     return Judged(
         200,
         encode(complete(request.uid, decision)),
@@ -96,14 +88,13 @@ def judged(review: AdmissionReview, decision: Decision) -> Judged:
         request.operation,
         request.namespace,
         request.name,
-        decision=dataclasses.replace(decision, patch=()),
+        decision=dataclasses.replace(decision, patch=()) if decision.patch else decision,
     )
 
 
-def failed(review: AdmissionReview, failure: str | None = None) -> Judged:
+def failed(request: AdmissionRequest, failure: str | None = None) -> Judged:
     """The reply to a review the engine failed on: ``allowed: false``, code 500, the uid
     echoed; the traceback is for the log, never for the reply."""
-    request = review.request
     reply = encode(errored(request.uid, 500, INTERNAL_ERROR))
     return Judged(200, reply, request.uid, request.operation, failure=failure)
 
@@ -113,11 +104,11 @@ def judge_body(
 ) -> Judged:
     """Decode and judge in one go (the review worker's whole job). Autoscaler targets are
     not read here: a large body is never a HorizontalPodAutoscaler worth warning about."""
-    review = decode(body)
-    if isinstance(review, Judged):
-        return review
+    request = decode(body)
+    if isinstance(request, Judged):
+        return request
     try:
-        decision = JUDGES[webhook](engine, to_engine_request(review), inventory, None)
+        decision = JUDGES[webhook](engine, request, inventory, None)
     except Exception:
-        return failed(review, traceback.format_exc())
-    return judged(review, decision)
+        return failed(request, traceback.format_exc())
+    return judged(request, decision)
