@@ -2,6 +2,7 @@
 
     python -m benchmarks.apiserver [--rounds 20] [--pods 300] [--creators 16]
                                    [--arms none,ours,...] [--json FILE]
+                                   [--profile DIR [--profile-seconds 10]]
 
 A control plane of the e2e harness (`tests/e2e`), etcd and kube-apiserver only (see
 `benchmarks.apiserver_cluster`), in a temporary directory. Each round creates
@@ -12,6 +13,8 @@ in with the policy's label), and are deleted after its window. The arms
 
 - `none`: no admission configuration, the floor;
 - `ours`: gpu-admission's webhooks as shipped, `serve` on the default policy;
+- `ours-cel-scope`: the same server, the pods' scope decided by CEL matchConditions
+  alone (no objectSelector), as shipped before;
 - `allow-python`: the same configurations pointing at a server on the same stack
   (FastAPI, uvicorn, TLS) that allows everything unchanged;
 - `allow-go`: the same, at a Go net/http server (`benchmarks/allow_go`);
@@ -27,12 +30,18 @@ of kube-apiserver, etcd, the arm's webhook server (with its child processes) and
 client from /proc, and kube-apiserver's admission metrics (`/metrics` scraped just
 before and after: mean time per call of each webhook, time per pod of each admission
 plugin). The report is a markdown table with the command, machine and date.
+
+With ``--profile DIR``, after the rounds, each arm in turn is switched to and loaded
+by the same creators while kube-apiserver profiles its own CPU (its pprof endpoint);
+``DIR/<arm>.pprof`` is kept, and a second table splits kube-apiserver's CPU per pod
+into families of functions (`benchmarks.apiserver_profile`).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import shlex
 import shutil
@@ -53,6 +62,13 @@ from benchmarks.apiserver_measure import (
     admission_metrics,
     percentile,
     tree_cpu_seconds,
+)
+from benchmarks.apiserver_profile import (
+    MAX_PODS_PER_SECOND,
+    Capture,
+    breakdown,
+    capture_profile,
+    profile_report,
 )
 from benchmarks.apiserver_report import (
     Sample,
@@ -98,9 +114,23 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
         help="an extra kube-apiserver flag, e.g. --apiserver-flag=--feature-gates=X=true",
     )
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="after the rounds, profile kube-apiserver's CPU under each arm's load into DIR",
+    )
+    parser.add_argument(
+        "--profile-seconds",
+        type=int,
+        default=10,
+        help="length of each profile (default 10; kube-apiserver's request timeout is 60)",
+    )
     args = parser.parse_args(argv)
     if args.warmup is None:
         args.warmup = 2 * args.creators
+    if args.profile_seconds < 1:
+        parser.error("--profile-seconds must be at least 1")
     return args
 
 
@@ -115,11 +145,14 @@ def main(argv: list[str] | None = None) -> int:
     api = Api(cluster.api_url, cluster.admin_ssl_context())
     policy = load_default_policy()
     arms = Arms(api, policy, work_dir, args.arms, "bench-probe", go_http1=args.go_http1)
+    captures: list[Capture] = []
     failed = True
     try:
         arms.start()
         log(f"servers up after {time.monotonic() - started:.1f}s; work dir {work_dir}")
         samples = measure(args, cluster, api, arms)
+        if args.profile:
+            captures = profile(args, cluster, api, arms)
         failed = False
     finally:
         go_stats = arms.go_stats() if not failed and ALLOW_GO in args.arms else None
@@ -132,7 +165,11 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work_dir, ignore_errors=True)
     elapsed = time.monotonic() - started
     summaries = summarize(samples, args.arms)
-    print(report(command, args, at_start, summaries, arms, go_stats, elapsed))
+    text = report(command, args, at_start, summaries, arms, go_stats, elapsed)
+    breakdowns = [breakdown(c) for c in captures]
+    if captures:
+        text += "\n\n" + profile_report(captures, breakdowns)
+    print(text)
     if args.json:
         args.json.write_bytes(
             orjson.dumps(
@@ -144,11 +181,13 @@ def main(argv: list[str] | None = None) -> int:
                     "samples": [dataclasses.asdict(s) for s in samples],
                     "patch": arms.patch,
                     "go": go_stats,
+                    "profiles": [dataclasses.asdict(c) for c in captures],
+                    "profile_breakdowns": [dataclasses.asdict(b) for b in breakdowns],
                 },
                 option=orjson.OPT_INDENT_2,
             )
         )
-    return 1 if any(s.errors for s in summaries) else 0
+    return 1 if any(s.errors for s in summaries) or any(c.errors for c in captures) else 0
 
 
 def log(message: str) -> None:
@@ -218,6 +257,44 @@ def measure(args: argparse.Namespace, cluster: ControlPlane, api: Api, arms: Arm
             if window.errors:
                 log(f"  first errors: {window.errors[:3]}")
     return samples
+
+
+def profile(args: argparse.Namespace, cluster: ControlPlane, api: Api, arms: Arms) -> list[Capture]:
+    """A CPU profile of kube-apiserver under each arm's load (`benchmarks.apiserver_profile`)."""
+    args.profile.mkdir(parents=True, exist_ok=True)
+    seconds = args.profile_seconds
+    # Enough for the profile, the ramp before it and its reply's way back.
+    bodies = pod_bodies("profiled", math.ceil(MAX_PODS_PER_SECOND * (seconds + 5)))
+    warmup = pod_bodies("warmup", args.warmup)
+    captures = []
+    for arm in args.arms:
+        namespace = f"bench-profile-{arm}"
+        api.create_namespace(namespace, arms.opt_in)
+        arms.switch(arm)
+        capture = capture_profile(
+            arm,
+            cluster.api_url,
+            cluster.admin_ssl_context(),
+            namespace,
+            bodies,
+            warmup,
+            args.creators,
+            seconds,
+            args.profile / f"{arm}.pprof",
+            cluster.pid_of("kube-apiserver"),
+        )
+        cluster.check_running()
+        arms.check_running()
+        deleted = api.delete_pods(namespace)
+        captures.append(capture)
+        log(
+            f"profile {arm:>14}: {capture.pods} pods in {seconds}s, kube-apiserver "
+            f"{capture.apiserver_cpu_seconds:.1f} CPU s, {len(capture.errors)} errors; "
+            f"{deleted} pods deleted -> {capture.path}"
+        )
+        if capture.errors:
+            log(f"  first errors: {capture.errors[:3]}")
+    return captures
 
 
 def report(

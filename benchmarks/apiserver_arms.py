@@ -4,6 +4,7 @@
 |---|---|---|
 | `none` | no configuration | none |
 | `ours` | the shipped configurations | `python -m webhook.cli serve`, default policy |
+| `ours-cel-scope` | the same, pods' scope by CEL alone (no objectSelector) | the same `serve` |
 | `allow-python` | the same configurations | `benchmarks.apiserver_stub`: allowed, no patch |
 | `allow-go` | the same configurations | `benchmarks/allow_go`, Go net/http: allowed |
 | `patch-floor` | the same configurations | `benchmarks.apiserver_stub --patch`: our patch |
@@ -53,9 +54,14 @@ from tests.e2e.webhook_server import WEBHOOK_TIMEOUT_SECONDS, WebhookServer
 from webhook.engine import AdmissionRequest, Engine
 from webhook.install.configurations import (
     MUTATING_WEBHOOK,
+    POD_UPDATE_WEBHOOK,
+    UNCLASSED_MUTATING_WEBHOOK,
+    UNCLASSED_VALIDATING_WEBHOOK,
     VALIDATING_WEBHOOK,
     Endpoint,
+    gpu_relevance_condition,
     render_webhook_configurations,
+    scheduling_change_condition,
 )
 from webhook.policy import Policy
 
@@ -63,18 +69,19 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 GO_SOURCE = REPOSITORY / "benchmarks" / "allow_go"
 PRIORITY_CLASSES = REPOSITORY / "deploy" / "base" / "priorityclasses.yaml"
 
-NONE, OURS, ALLOW_PYTHON, ALLOW_GO, PATCH_FLOOR, CEL = (
+NONE, OURS, OURS_CEL_SCOPE, ALLOW_PYTHON, ALLOW_GO, PATCH_FLOOR, CEL = (
     "none",
     "ours",
+    "ours-cel-scope",
     "allow-python",
     "allow-go",
     "patch-floor",
     "cel",
 )
-ARMS = (NONE, OURS, ALLOW_PYTHON, ALLOW_GO, PATCH_FLOOR, CEL)
-WEBHOOK_ARMS = (OURS, ALLOW_PYTHON, ALLOW_GO, PATCH_FLOOR)
-MUTATING_ARMS = (OURS, PATCH_FLOOR, CEL)
-DENYING_ARMS = (OURS, CEL)
+ARMS = (NONE, OURS, OURS_CEL_SCOPE, ALLOW_PYTHON, ALLOW_GO, PATCH_FLOOR, CEL)
+WEBHOOK_ARMS = (OURS, OURS_CEL_SCOPE, ALLOW_PYTHON, ALLOW_GO, PATCH_FLOOR)
+MUTATING_ARMS = (OURS, OURS_CEL_SCOPE, PATCH_FLOOR, CEL)
+DENYING_ARMS = (OURS, OURS_CEL_SCOPE, CEL)
 SWITCH_TIMEOUT = 60.0
 
 
@@ -99,6 +106,32 @@ def mutated_fields(pod: dict[str, Any]) -> dict[str, Any]:
         "priority": spec.get("priority"),
         "resources": [c.get("resources") for c in spec.get("containers", [])],
     }
+
+
+def cel_scoped(
+    policy: Policy, mutating: dict[str, Any], validating: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The configurations with the pods' scope decided by CEL alone, as they were shipped
+    before class pods were told apart by an objectSelector: one mutating and one
+    validating pod webhook, each with the condition that also looks for the label."""
+    relevant = {"name": "gpu-relevant-pod", "expression": gpu_relevance_condition(policy)}
+    changed = {"name": "scheduling-changed", "expression": scheduling_change_condition()}
+    kept = {MUTATING_WEBHOOK: [relevant], VALIDATING_WEBHOOK: [relevant, changed]}
+    dropped = (UNCLASSED_MUTATING_WEBHOOK, UNCLASSED_VALIDATING_WEBHOOK, POD_UPDATE_WEBHOOK)
+    configurations = copy.deepcopy([mutating, validating])
+    for configuration in configurations:
+        hooks = []
+        for hook in configuration["webhooks"]:
+            if hook["name"] in dropped:
+                continue
+            if hook["name"] in kept:
+                hook.pop("objectSelector", None)
+                hook["matchConditions"] = kept[hook["name"]]
+            if hook["name"] == VALIDATING_WEBHOOK:
+                hook["rules"][0]["operations"] = ["CREATE", "UPDATE"]
+            hooks.append(hook)
+        configuration["webhooks"] = hooks
+    return configurations
 
 
 def bad_pod(name: str) -> dict[str, Any]:
@@ -171,6 +204,7 @@ class Arms:
             self.urls[OURS] = self.ours.url
             (pid,) = children_matching(os.getpid(), "webhook.cli", "serve", str(self.ours.port))
             self.pids[OURS] = pid
+            self.urls[OURS_CEL_SCOPE], self.pids[OURS_CEL_SCOPE] = self.ours.url, pid
         if PATCH_FLOOR in self.arms:
             self.patch = self.engine_patch()
             patch_file = self.work_dir / "patch.json"
@@ -242,6 +276,8 @@ class Arms:
         mutating, validating = render_webhook_configurations(
             self.policy, endpoint, timeout_seconds=WEBHOOK_TIMEOUT_SECONDS
         )
+        if arm == OURS_CEL_SCOPE:
+            return cel_scoped(self.policy, mutating, validating)
         return [mutating, validating]
 
     def engine_patch(self) -> list[dict[str, Any]]:

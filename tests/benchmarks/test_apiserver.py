@@ -24,6 +24,19 @@ from benchmarks.apiserver_measure import (
     tree,
     tree_ticks,
 )
+from benchmarks.apiserver_profile import (
+    FAMILIES,
+    OTHER,
+    Capture,
+    Trace,
+    family_of,
+    family_seconds,
+    parse_duration,
+    parse_traces,
+    per_pod,
+    profile_report,
+    profile_table,
+)
 from benchmarks.apiserver_report import (
     Sample,
     cpu_model,
@@ -283,3 +296,127 @@ def test_pod_bodies_differ_only_in_their_names() -> None:
     for body in bodies:
         body["metadata"]["name"] = "x"
     assert bodies[0] == bodies[2] == benchmark_pod("x")
+
+
+# ------------------------------------------------------------------ CPU profiles
+
+WEBHOOK_PKG = "k8s.io/apiserver/pkg/admission/plugin/webhook"
+MUTATE = f"{WEBHOOK_PKG}/mutating.(*mutatingDispatcher).callAttrMutatingHook"
+VALIDATE = f"{WEBHOOK_PKG}/validating.(*validatingDispatcher).Dispatch"
+SHOULD_CALL = f"{WEBHOOK_PKG}/generic.(*Webhook).ShouldCallHook"
+CREATE = "k8s.io/apiserver/pkg/registry/generic/registry.(*Store).create"
+
+# What `go tool pprof -traces -sample_index=cpu -unit=ms` prints, cut down: a label
+# line, an inlined frame, and values in more than one unit.
+TRACES = f"""\
+File: kube-apiserver
+Build ID: 65a7e72efac5d2e82d85de1fec4de5f659494764
+Type: cpu
+Time: 2026-12-01 04:23:32 UTC
+Duration: 10.01s, Total samples = 80ms ( 0.80%)
+-----------+-------------------------------------------------------
+      30ms   runtime.scanobject
+             runtime.gcDrain
+             runtime.gcBgMarkWorker.func2
+             runtime.systemstack
+             runtime.gcBgMarkWorker
+-----------+-------------------------------------------------------
+      10ms   k8s.io/apimachinery/pkg/runtime.toUnstructured
+             k8s.io/apiserver/pkg/admission/plugin/cel.newActivation (inline)
+             {WEBHOOK_PKG}/matchconditions.(*matcher).Match
+             {SHOULD_CALL}
+             {VALIDATE}
+             {CREATE}
+-----------+-------------------------------------------------------
+   handler:  create
+      20ms   encoding/json.Unmarshal
+             gopkg.in/evanphx/json-patch%2ev4.DecodePatch
+             {MUTATE}
+-----------+-------------------------------------------------------
+      10ms   encoding/json.(*decodeState).object
+             k8s.io/client-go/rest.Result.Into
+             {MUTATE}.func2
+             {MUTATE}
+-----------+-------------------------------------------------------
+     0.01s   syscall.Syscall
+             crypto/tls.(*Conn).Write
+             net/http.(*persistConn).writeLoop
+-----------+-------------------------------------------------------
+"""
+
+
+def test_pprof_durations() -> None:
+    assert parse_duration("10ms") == pytest.approx(0.010)
+    assert parse_duration("1.20s") == pytest.approx(1.2)
+    assert parse_duration("150us") == pytest.approx(150e-6)
+    assert parse_duration("0") == 0.0
+    with pytest.raises(ValueError):
+        parse_duration("handler:")
+
+
+def test_traces_are_samples_with_their_stacks_innermost_first() -> None:
+    traces = parse_traces(TRACES)
+    assert [round(t.seconds * 1000) for t in traces] == [30, 10, 20, 10, 10]
+    assert traces[0].frames[0] == "runtime.scanobject"
+    assert traces[0].frames[-1] == "runtime.gcBgMarkWorker"
+    assert traces[1].frames[1] == "k8s.io/apiserver/pkg/admission/plugin/cel.newActivation"
+    assert traces[2].frames == ("encoding/json.Unmarshal", traces[2].frames[1], MUTATE)
+    assert parse_traces("File: kube-apiserver\nType: cpu\n") == []
+
+
+def test_each_sample_goes_to_the_first_family_on_its_stack() -> None:
+    families = [family_of(t.frames) for t in parse_traces(TRACES)]
+    # CEL under the validating dispatcher and the registry's create is the CEL's;
+    # decoding the reply under the mutating hook is the reply's, not the patch's.
+    assert families == ["GC", "matchConditions", "patch", "reply", "webhook HTTP"]
+    assert family_of(["runtime.memmove", "net/http.(*conn).serve"]) == OTHER
+    assert family_of([CREATE]) == "storage"
+    assert family_of([f"{WEBHOOK_PKG}/predicates/object.(*Matcher).MatchObjectSelector"]) == (
+        "selection"
+    )
+    policy = "k8s.io/apiserver/pkg/admission/plugin/policy/mutating.(*Plugin).Admit"
+    assert family_of(["github.com/google/cel-go/interpreter.(*evalOr).Eval", policy]) == (
+        "policies"
+    )
+
+
+def test_families_add_up_to_the_profile_and_divide_by_the_pods() -> None:
+    seconds = family_seconds(parse_traces(TRACES))
+    assert list(seconds) == [*(f.name for f in FAMILIES), OTHER]
+    assert sum(seconds.values()) == pytest.approx(0.080)
+    assert seconds["GC"] == pytest.approx(0.030)
+    breakdown = per_pod("ours", seconds, pods=20)
+    assert breakdown.total == pytest.approx(4.0)  # 80 ms over 20 pods
+    assert breakdown.ms_per_pod["patch"] == pytest.approx(1.0)
+    assert breakdown.ms_per_pod[OTHER] == 0.0
+
+
+def test_profile_table_has_a_row_per_arm_and_leaves_out_empty_families() -> None:
+    ours = per_pod("ours", family_seconds(parse_traces(TRACES)), pods=20)
+    none = per_pod("none", family_seconds([Trace(0.010, ("runtime.gcBgMarkWorker",))]), 10)
+    lines = profile_table([ours, none]).splitlines()
+    headers = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    assert headers == [
+        "arm",
+        "pods",
+        "GC",
+        "matchConditions",
+        "reply",
+        "webhook HTTP",
+        "patch",
+        "total",
+    ]
+    assert lines[2].split("|")[1].strip() == "`ours`"
+    assert lines[2].split("|")[-2].strip() == "4.00"
+    assert lines[3].split("|")[3].strip() == "1.00"  # none: 10 ms of GC over 10 pods
+
+
+def test_profile_report_names_the_command_and_checks_the_total_against_proc() -> None:
+    capture = Capture("ours", "/tmp/profiles/ours.pprof", 10, pods=20, apiserver_cpu_seconds=0.09)
+    capture.errors.append("500: connection reset")
+    ours = per_pod("ours", family_seconds(parse_traces(TRACES)), pods=20)
+    text = profile_report([capture], [ours])
+    assert "go tool pprof -traces -sample_index=cpu -unit=ms /tmp/profiles/ARM.pprof" in text
+    assert "| `ours` |" in text.replace("  ", " ")
+    assert "`ours` 0.1 vs 0.1" in text  # 80 ms sampled, 90 ms from /proc
+    assert "1 failed creates" in text

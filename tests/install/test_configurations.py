@@ -17,6 +17,10 @@ from webhook.policy import load_default_policy
 POLICY = load_default_policy()
 
 
+def by_name(rendered: Any) -> dict[str, dict[str, Any]]:
+    return {hook["name"]: hook for configuration in rendered for hook in configuration["webhooks"]}
+
+
 @pytest.fixture
 def rendered() -> tuple[dict[str, Any], dict[str, Any]]:
     return render_webhook_configurations(
@@ -49,8 +53,8 @@ def test_a_service_endpoint_names_service_namespace_path_and_port() -> None:
 
 
 def test_only_opted_in_namespaces_and_never_the_control_plane_or_our_own(rendered: Any) -> None:
-    for configuration in rendered:
-        selector = configuration["webhooks"][0]["namespaceSelector"]["matchExpressions"]
+    for hook in by_name(rendered).values():
+        selector = hook["namespaceSelector"]["matchExpressions"]
         assert selector == [
             {"key": "gpu-admission.io/enabled", "operator": "In", "values": ["true"]},
             {
@@ -74,25 +78,83 @@ def test_mutation_at_pod_create_and_debug_containers_and_reinvoked_if_needed(
 
 
 def test_validation_covers_pod_create_update_and_ephemeral_containers(rendered: Any) -> None:
-    rules = rendered[1]["webhooks"][0]["rules"]
-    assert [(r["operations"], r["resources"]) for r in rules] == [
-        (["CREATE", "UPDATE"], ["pods"]),
+    hooks = by_name(rendered)
+    covered = {
+        (operation, resource)
+        for name in ("validate.gpu-admission.io", "validate-updates.gpu-admission.io")
+        for rule in hooks[name]["rules"]
+        for operation in rule["operations"]
+        for resource in rule["resources"]
+    }
+    assert covered == {
+        ("CREATE", "pods"),
+        ("UPDATE", "pods"),
+        ("UPDATE", "pods/ephemeralcontainers"),
+    }
+
+
+def test_class_pods_are_told_apart_by_their_label_before_any_cel(rendered: Any) -> None:
+    hooks = by_name(rendered)
+    exists = {"matchExpressions": [{"key": "gpu-admission.io/workload", "operator": "Exists"}]}
+    absent = {
+        "matchExpressions": [{"key": "gpu-admission.io/workload", "operator": "DoesNotExist"}]
+    }
+    for name in ("mutate.gpu-admission.io", "validate.gpu-admission.io"):
+        assert hooks[name]["objectSelector"] == exists
+    for name in ("mutate-unclassed.gpu-admission.io", "validate-unclassed.gpu-admission.io"):
+        assert hooks[name]["objectSelector"] == absent
+
+
+def test_a_class_pod_is_mutated_at_its_create_without_a_condition(rendered: Any) -> None:
+    assert "matchConditions" not in by_name(rendered)["mutate.gpu-admission.io"]
+
+
+def test_a_pod_without_class_is_mutated_only_when_debug_containers_are_added(
+    rendered: Any,
+) -> None:
+    hook = by_name(rendered)["mutate-unclassed.gpu-admission.io"]
+    assert [(r["operations"], r["resources"]) for r in hook["rules"]] == [
+        (["UPDATE"], ["pods/ephemeralcontainers"]),
+    ]
+    assert [c["name"] for c in hook["matchConditions"]] == ["gpu-relevant-pod"]
+    assert hook["reinvocationPolicy"] == "IfNeeded"
+
+
+def test_a_class_pod_is_validated_at_its_create_without_a_condition(rendered: Any) -> None:
+    hook = by_name(rendered)["validate.gpu-admission.io"]
+    assert "matchConditions" not in hook
+    assert [(r["operations"], r["resources"]) for r in hook["rules"]] == [
+        (["CREATE"], ["pods"]),
         (["UPDATE"], ["pods/ephemeralcontainers"]),
     ]
 
 
 def test_pod_updates_reach_validation_only_when_scheduling_fields_change(rendered: Any) -> None:
-    conditions = rendered[1]["webhooks"][0]["matchConditions"]
-    assert [c["name"] for c in conditions] == ["gpu-relevant-pod", "scheduling-changed"]
-    changed = conditions[1]["expression"]
+    hooks = by_name(rendered)
+    updates = hooks["validate-updates.gpu-admission.io"]
+    unclassed = hooks["validate-unclassed.gpu-admission.io"]
+    assert [(r["operations"], r["resources"]) for r in updates["rules"]] == [
+        (["UPDATE"], ["pods"]),
+    ]
+    assert updates["objectSelector"] == hooks["validate.gpu-admission.io"]["objectSelector"]
+    assert [c["name"] for c in updates["matchConditions"]] == ["scheduling-changed"]
+    assert [c["name"] for c in unclassed["matchConditions"]] == [
+        "gpu-relevant-pod",
+        "scheduling-changed",
+    ]
+    assert [(r["operations"], r["resources"]) for r in unclassed["rules"]] == [
+        (["CREATE", "UPDATE"], ["pods"]),
+        (["UPDATE"], ["pods/ephemeralcontainers"]),
+    ]
+    changed = updates["matchConditions"][0]["expression"]
     for field in ("tolerations", "nodeSelector", "affinity", "schedulingGates"):
         assert f"object.spec.{field} != oldObject.spec.{field}" in changed
 
 
 def test_the_match_condition_names_what_the_policy_cares_about(rendered: Any) -> None:
-    expression = rendered[0]["webhooks"][0]["matchConditions"][0]["expression"]
+    hook = by_name(rendered)["validate-unclassed.gpu-admission.io"]
+    expression = hook["matchConditions"][0]["expression"]
     for part in (
-        "'gpu-admission.io/workload'",
         "startsWith('nvidia.com/')",
         "tolerations",
         "'NVIDIA_VISIBLE_DEVICES'",
@@ -101,6 +163,8 @@ def test_the_match_condition_names_what_the_policy_cares_about(rendered: Any) ->
         "object.spec.priorityClassName in ['inference-priority', 'training-priority']",
     ):
         assert part in expression
+    # the label is the objectSelector's to look at, not the condition's
+    assert "'gpu-admission.io/workload'" not in expression
 
 
 def test_failure_policy_is_explicit_and_timeout_small(rendered: Any) -> None:
@@ -112,7 +176,7 @@ def test_failure_policy_is_explicit_and_timeout_small(rendered: Any) -> None:
 def test_workloads_have_a_validating_webhook_of_their_own_at_create_and_update(
     rendered: Any,
 ) -> None:
-    pods, workloads, _ = rendered[1]["webhooks"]
+    pods, _, _, workloads, _ = rendered[1]["webhooks"]
     assert (pods["name"], workloads["name"]) == (
         "validate.gpu-admission.io",
         "validate-workloads.gpu-admission.io",
@@ -134,7 +198,7 @@ def test_workloads_have_a_validating_webhook_of_their_own_at_create_and_update(
 
 
 def test_the_workload_condition_looks_into_each_kinds_templates(rendered: Any) -> None:
-    [condition] = rendered[1]["webhooks"][1]["matchConditions"]
+    [condition] = by_name(rendered)["validate-workloads.gpu-admission.io"]["matchConditions"]
     expression = condition["expression"]
     assert condition["name"] == "gpu-relevant-template"
     for part in (
@@ -151,14 +215,14 @@ def test_the_workload_condition_looks_into_each_kinds_templates(rendered: Any) -
 def test_a_policy_without_workload_kinds_still_covers_the_built_in_controllers() -> None:
     policy = dataclasses.replace(POLICY, workload_kinds=())
     _, validating = render_webhook_configurations(policy, Endpoint(ca_bundle="x", url="u"))
-    rules = validating["webhooks"][1]["rules"]
+    rules = by_name((validating,))["validate-workloads.gpu-admission.io"]["rules"]
     assert [r["apiGroups"] for r in rules] == [["apps"], ["batch"]]
 
 
 def test_autoscalers_have_a_validating_webhook_that_only_warns_and_fails_open(
     rendered: Any,
 ) -> None:
-    pods, _, autoscalers = rendered[1]["webhooks"]
+    pods, _, _, _, autoscalers = rendered[1]["webhooks"]
     assert autoscalers["name"] == "warn-autoscalers.gpu-admission.io"
     assert autoscalers["clientConfig"]["url"] == "https://127.0.0.1:9443/validate"
     assert autoscalers["rules"] == [
@@ -191,7 +255,10 @@ def test_every_webhook_but_the_autoscalers_one_fails_closed(rendered: Any) -> No
     }
     assert policies == {
         "mutate.gpu-admission.io": "Fail",
+        "mutate-unclassed.gpu-admission.io": "Fail",
         "validate.gpu-admission.io": "Fail",
+        "validate-unclassed.gpu-admission.io": "Fail",
+        "validate-updates.gpu-admission.io": "Fail",
         "validate-workloads.gpu-admission.io": "Fail",
         "warn-autoscalers.gpu-admission.io": "Ignore",
     }

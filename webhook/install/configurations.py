@@ -7,15 +7,22 @@ the tests prove:
 - namespaces opt in with the policy's label; kube-system, kube-node-lease and
   the service's own namespace are never in scope, so the webhooks cannot block
   the control plane nor their own restart;
-- matchConditions (CEL) send only pods the policy can have an opinion on: a
-  workload label, a `nvidia.com/` resource, a toleration that could match a GPU
-  pool's taint, the visible-devices variable, a node named by hand, or a
-  PriorityClass of the policy's classes. Every other pod is admitted without
-  calling us, even when we are down;
-- pods are mutated at CREATE, and when debug containers are added (the
-  `ephemeralcontainers` subresource, to hide the node's GPUs from them); they are
-  validated at CREATE, when debug containers are added, and at UPDATEs that change
-  where they can land (tolerations; selector, affinity and gates of a gated pod);
+- pods carrying the workload label are told apart by an objectSelector, which
+  kube-apiserver matches on labels it already has, before any CEL: they are
+  always the policy's business, so their webhooks need no matchCondition at
+  CREATE (any condition costs kube-apiserver a CEL activation of the whole pod;
+  `python -m benchmarks.apiserver --profile DIR` shows it), and their updates go
+  to a webhook of their own. Pods without the label go to webhooks of their own
+  whose matchCondition (CEL) sends only those the policy can have an opinion on:
+  a `nvidia.com/` resource, a toleration that could match a GPU pool's taint,
+  the visible-devices variable, a node named by hand, or a PriorityClass of the
+  policy's classes. Every other pod is admitted without calling us, even when
+  we are down;
+- class pods are mutated at CREATE, and any pod in scope when debug containers
+  are added (the `ephemeralcontainers` subresource, to hide the node's GPUs from
+  them); pods are validated at CREATE, when debug containers are added, and at
+  UPDATEs that change where they can land (tolerations; selector, affinity and
+  gates of a gated pod);
 - workloads (Deployment ... CronJob, and the policy's kinds such as PyTorchJob)
   go to a validating webhook of their own, at CREATE and UPDATE, whose
   condition looks for the same markers in their pod templates
@@ -39,6 +46,9 @@ from webhook.policy import Policy
 
 MUTATING_WEBHOOK = "mutate.gpu-admission.io"
 VALIDATING_WEBHOOK = "validate.gpu-admission.io"
+UNCLASSED_MUTATING_WEBHOOK = "mutate-unclassed.gpu-admission.io"
+UNCLASSED_VALIDATING_WEBHOOK = "validate-unclassed.gpu-admission.io"
+POD_UPDATE_WEBHOOK = "validate-updates.gpu-admission.io"
 WORKLOAD_WEBHOOK = "validate-workloads.gpu-admission.io"
 AUTOSCALER_WEBHOOK = "warn-autoscalers.gpu-admission.io"
 ALWAYS_EXEMPT_NAMESPACES = ("kube-system", "kube-node-lease")
@@ -83,8 +93,10 @@ class Endpoint:
         return config
 
 
-def gpu_relevance_condition(policy: Policy, root: str = "object") -> str:
-    """CEL: true for a pod (or the pod template at `root`) the policy can have an opinion on."""
+def gpu_relevance_condition(policy: Policy, root: str = "object", *, labelled: bool = True) -> str:
+    """CEL: true for a pod (or the pod template at `root`) the policy can have an opinion on.
+    With `labelled` False the workload label is left out: the webhook's objectSelector
+    has already sent labelled pods elsewhere."""
     env = policy.visible_devices_env
     spec = f"{root}.spec"
     container_lists = ("containers", "initContainers", "ephemeralContainers")
@@ -112,7 +124,7 @@ def gpu_relevance_condition(policy: Policy, root: str = "object") -> str:
         f"(has({spec}.tolerations) && {spec}.tolerations.exists(t, "
         f"!has(t.key) || t.key == '' || t.key in [{taint_keys}]))"
     )
-    labelled = (
+    label_check = (
         f"(has({root}.metadata) && has({root}.metadata.labels) && "
         f"'{policy.workload_label}' in {root}.metadata.labels)"
     )
@@ -129,7 +141,8 @@ def gpu_relevance_condition(policy: Policy, root: str = "object") -> str:
     spec_checks = " || ".join(
         [resource_checks, toleration_check, env_checks, bound_check, priority_check]
     )
-    return f"{labelled} || (has({spec}) && ({spec_checks}))"
+    relevant = f"(has({spec}) && ({spec_checks}))"
+    return f"{label_check} || {relevant}" if labelled else relevant
 
 
 SCHEDULING_FIELDS = ("tolerations", "nodeSelector", "affinity", "schedulingGates")
@@ -164,6 +177,17 @@ def namespace_selector(policy: Policy, own_namespace: str | None) -> dict[str, A
     }
 
 
+def class_label_selector(policy: Policy, operator: str) -> dict[str, Any]:
+    """The pods that carry the workload label (``Exists``) or do not (``DoesNotExist``).
+
+    kube-apiserver matches an objectSelector against the labels it already has, before
+    any CEL: a labelled pod is the policy's business whatever else it holds, so its
+    webhooks need no matchCondition at its CREATE; only pods without the label are
+    looked into for GPU markers. At an UPDATE the webhook is called when the old or the
+    new pod matches, so removing the label never slips a pod past both."""
+    return {"matchExpressions": [{"key": policy.workload_label, "operator": operator}]}
+
+
 def _webhook(
     name: str,
     path: str,
@@ -172,15 +196,20 @@ def _webhook(
     endpoint: Endpoint,
     own_namespace: str | None,
     timeout_seconds: int,
-    conditions: tuple[tuple[str, str], ...] | None = None,
+    conditions: tuple[tuple[str, str], ...] = (),
+    object_selector: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    conditions = conditions or (("gpu-relevant-pod", gpu_relevance_condition(policy)),)
-    return {
+    hook: dict[str, Any] = {
         "name": name,
         "clientConfig": endpoint.client_config(path),
         "rules": rules,
         "namespaceSelector": namespace_selector(policy, own_namespace),
-        "matchConditions": [{"name": n, "expression": e} for n, e in conditions],
+    }
+    if object_selector is not None:
+        hook["objectSelector"] = object_selector
+    if conditions:
+        hook["matchConditions"] = [{"name": n, "expression": e} for n, e in conditions]
+    return hook | {
         "failurePolicy": FAILURE_POLICY,
         "sideEffects": "None",
         "admissionReviewVersions": ["v1"],
@@ -249,49 +278,80 @@ def render_webhook_configurations(
     timeout_seconds: int = 3,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The (mutating, validating) configuration objects."""
-    mutating_hook = _webhook(
-        MUTATING_WEBHOOK,
-        "/mutate",
-        [_pod_rule(["CREATE"]), _pod_rule(["UPDATE"], "pods/ephemeralcontainers")],
-        policy,
-        endpoint,
-        own_namespace,
-        timeout_seconds,
-    )
-    mutating_hook["reinvocationPolicy"] = "IfNeeded"
-    validating_hook = _webhook(
-        VALIDATING_WEBHOOK,
-        "/validate",
-        [_pod_rule(["CREATE", "UPDATE"]), _pod_rule(["UPDATE"], "pods/ephemeralcontainers")],
-        policy,
-        endpoint,
-        own_namespace,
-        timeout_seconds,
-        (
-            ("gpu-relevant-pod", gpu_relevance_condition(policy)),
-            ("scheduling-changed", scheduling_change_condition()),
+
+    def hook(
+        name: str,
+        path: str,
+        rules: list[dict[str, Any]],
+        conditions: tuple[tuple[str, str], ...] = (),
+        object_selector: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        return _webhook(
+            name,
+            path,
+            rules,
+            policy,
+            endpoint,
+            own_namespace,
+            timeout_seconds,
+            conditions,
+            object_selector,
+        )
+
+    classed = class_label_selector(policy, "Exists")
+    unclassed = class_label_selector(policy, "DoesNotExist")
+    gpu_relevant = ("gpu-relevant-pod", gpu_relevance_condition(policy, labelled=False))
+    scheduling_changed = ("scheduling-changed", scheduling_change_condition())
+    pod_validation_rules = [
+        _pod_rule(["CREATE", "UPDATE"]),
+        _pod_rule(["UPDATE"], "pods/ephemeralcontainers"),
+    ]
+    debug_containers_rule = _pod_rule(["UPDATE"], "pods/ephemeralcontainers")
+    class_pod_validation_rules = [_pod_rule(["CREATE"]), debug_containers_rule]
+    # Class pods are mutated at their CREATE; any pod in scope when debug containers
+    # are added (to hide the node's GPUs from them). A pod without the label gets
+    # nothing at its CREATE, so it is not sent then.
+    mutating_hooks = [
+        hook(
+            MUTATING_WEBHOOK, "/mutate", [_pod_rule(["CREATE"]), debug_containers_rule], (), classed
         ),
+        hook(
+            UNCLASSED_MUTATING_WEBHOOK,
+            "/mutate",
+            [debug_containers_rule],
+            (gpu_relevant,),
+            unclassed,
+        ),
+    ]
+    for mutating_hook in mutating_hooks:
+        mutating_hook["reinvocationPolicy"] = "IfNeeded"
+    # A class pod's CREATE (and debug containers) needs no condition at all; its
+    # updates go to a webhook of their own, whose condition lets through only those
+    # that change where it can land. kube-apiserver builds a CEL activation of the
+    # whole pod for any condition, so the CREATE hook has none.
+    pods_hook = hook(VALIDATING_WEBHOOK, "/validate", class_pod_validation_rules, (), classed)
+    pod_updates_hook = hook(
+        POD_UPDATE_WEBHOOK,
+        "/validate",
+        [_pod_rule(["UPDATE"])],
+        (scheduling_changed,),
+        classed,
     )
-    workload_hook = _webhook(
+    unclassed_pods_hook = hook(
+        UNCLASSED_VALIDATING_WEBHOOK,
+        "/validate",
+        pod_validation_rules,
+        (gpu_relevant, scheduling_changed),
+        unclassed,
+    )
+    workload_hook = hook(
         WORKLOAD_WEBHOOK,
         "/validate",
         workload_rules(policy),
-        policy,
-        endpoint,
-        own_namespace,
-        timeout_seconds,
         (("gpu-relevant-template", workload_relevance_condition(policy)),),
     )
-    autoscaler_hook = _webhook(
-        AUTOSCALER_WEBHOOK,
-        "/validate",
-        autoscaler_rules(),
-        policy,
-        endpoint,
-        own_namespace,
-        timeout_seconds,
-    )
-    del autoscaler_hook["matchConditions"]  # what it scales is only known from the cluster
+    # What an autoscaler scales is only known from the cluster: no condition.
+    autoscaler_hook = hook(AUTOSCALER_WEBHOOK, "/validate", autoscaler_rules())
     autoscaler_hook["failurePolicy"] = AUTOSCALER_FAILURE_POLICY
     metadata = {"name": name, "labels": dict(APP_LABELS)}
     return (
@@ -299,12 +359,18 @@ def render_webhook_configurations(
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "MutatingWebhookConfiguration",
             "metadata": metadata,
-            "webhooks": [mutating_hook],
+            "webhooks": mutating_hooks,
         },
         {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingWebhookConfiguration",
             "metadata": dict(metadata),
-            "webhooks": [validating_hook, workload_hook, autoscaler_hook],
+            "webhooks": [
+                pods_hook,
+                pod_updates_hook,
+                unclassed_pods_hook,
+                workload_hook,
+                autoscaler_hook,
+            ],
         },
     )
