@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -129,6 +130,47 @@ def test_a_request_head_sent_a_line_at_a_time_is_cut_off() -> None:
             writer.write(b"POST / HTTP/1.1\r\n")
             closed = asyncio.ensure_future(closed_by_server(reader))
             for line in range(int(NEVER * 10)):
+                if closed.done():
+                    break
+                writer.write(b"X-Slow-%d: a\r\n" % line)
+                await asyncio.sleep(0.1)
+
+            assert closed.done()
+            assert running.cuts == ["head_timeout"]
+
+    run(scenario)
+
+
+def test_a_kept_alive_connection_waits_idle_longer_than_a_head_may_take() -> None:
+    """kube-apiserver keeps idle connections 90 s and reuses them; a server that closed
+    one sooner would race its next review and fail it."""
+    patient = dataclasses.replace(QUICK, idle_seconds=3, head_seconds=0.5)
+
+    async def scenario() -> None:
+        async with serving(patient) as running:
+            streams = await running.connect()
+            first = await request(streams)
+            await asyncio.sleep(1.0)  # twice what a head may take, within the idle limit
+            second = await request(streams)
+
+            assert first.startswith(b"HTTP/1.1 200")
+            assert second.startswith(b"HTTP/1.1 200")
+            assert running.cuts == []
+
+    run(scenario)
+
+
+def test_a_later_head_sent_a_line_at_a_time_is_cut_off_from_its_first_byte() -> None:
+    patient = dataclasses.replace(QUICK, idle_seconds=10, head_seconds=0.5)
+
+    async def scenario() -> None:
+        async with serving(patient) as running:
+            streams = await running.connect()
+            await request(streams)
+            reader, writer = streams
+            writer.write(b"POST / HTTP/1.1\r\n")
+            closed = asyncio.ensure_future(closed_by_server(reader))
+            for line in range(50):
                 if closed.done():
                     break
                 writer.write(b"X-Slow-%d: a\r\n" % line)

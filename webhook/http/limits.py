@@ -7,11 +7,15 @@ cap on connections or on the size of a head. The subclass of uvicorn's httptools
 protocol below adds what Go's ``http.Server`` calls IdleTimeout, ReadHeaderTimeout,
 ReadTimeout and MaxHeaderBytes, and a connection cap:
 
-- **idle**: a connection that sends no byte of its first or next request for
-  ``idle_seconds`` is closed (uvicorn's own timer, armed from the start too);
-- **head**: a request head must be complete ``head_seconds`` after the connection
-  opened or the previous response was sent, and hold at most ``max_head_bytes``
-  (else 431);
+- **idle**: a kept-alive connection that sends no byte of its next request for
+  ``idle_seconds`` is closed (uvicorn's own timer). This must be longer than the
+  90 s kube-apiserver's client keeps an idle connection: a server that closes first
+  races the client's next request on that connection, and kube-apiserver fails the
+  review rather than send a POST again, so a pod create fails;
+- **head**: a new connection's first request head must be complete
+  ``head_seconds`` after the connection opened (one that never speaks is closed
+  then), a later head ``head_seconds`` after its first byte; a head holds at most
+  ``max_head_bytes`` (else 431);
 - **body**: a body must be complete ``body_seconds`` after its head (else 408);
 - **connections**: past ``max_connections``, a new connection closes those that have
   waited longest for a request (idle keep-alive connections, slow heads), as nginx
@@ -50,8 +54,10 @@ log = logging.getLogger("gpu_admission.http")
 
 @dataclass(frozen=True)
 class EdgeLimits:
-    idle_seconds: int = 5
-    """uvicorn's own default; kube-apiserver's client reconnects when it finds one closed."""
+    idle_seconds: int = 120
+    """Longer than kube-apiserver's 90 s (Go's ``http.Transport`` IdleConnTimeout), so
+    the client always closes an idle connection first. Idle connections are bounded by
+    ``max_connections`` (the longest idle is evicted first), not by time."""
     head_seconds: float = 10.0
     body_seconds: float = 10.0
     """kube-apiserver sends a whole review in one go; 10 s is 7 MiB at under 1 MB/s."""
@@ -118,6 +124,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         if self.waiting_since is not None:
+            if self._deadline is None:  # the first byte of a head on a kept-alive connection
+                self._arm(self.limits.head_seconds, self._head_expired)
             self._head_bytes += len(data)
         super().data_received(data)
         if self.transport.is_closing():  # uvicorn refused a malformed request
@@ -142,7 +150,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self.transport.is_closing():  # a `connection: close` reply
             self._linger()
         elif not pipelined:
-            self._await_request()
+            self._await_request(first=False)
 
     def timeout_keep_alive_handler(self) -> None:
         self._cut(IDLE)
@@ -154,10 +162,15 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         else:
             super().shutdown()
 
-    def _await_request(self) -> None:
+    def _await_request(self, first: bool = True) -> None:
+        """Wait for a request head: a new connection's within ``head_seconds``; on a
+        kept-alive one, the head clock starts with its first byte (idle until then)."""
         self.waiting_since = time.monotonic()
         self._head_bytes = 0
-        self._arm(self.limits.head_seconds, self._head_expired)
+        if first:
+            self._arm(self.limits.head_seconds, self._head_expired)
+        else:
+            self._disarm()
 
     def _head_expired(self) -> None:
         self._cut(HEAD_TIMEOUT)
