@@ -116,6 +116,8 @@ class Metrics:
         )
         self.policy_valid.set(1)
         self.policy_last_reload.set(time.time())
+        self._counted: dict[tuple[str, str, str, str], Counter] = {}
+        self._timed: dict[str, Histogram] = {}
 
     def review(
         self,
@@ -129,14 +131,22 @@ class Metrics:
         """Count one answered review: once per rule in ``rules``, once if there are none;
         then once per ``(decision, rule)`` in ``flagged`` (warned, audited, exempted)."""
         for rule in rules or ("",):
-            self.requests.labels(
-                webhook=webhook, operation=operation, decision=decision, rule=rule
-            ).inc()
+            self._requests_of(webhook, operation, decision, rule).inc()
         for flag, rule in flagged:
-            self.requests.labels(
-                webhook=webhook, operation=operation, decision=flag, rule=rule
-            ).inc()
-        self.review_duration.labels(webhook=webhook).observe(seconds)
+            self._requests_of(webhook, operation, flag, rule).inc()
+        timed = self._timed.get(webhook)
+        if timed is None:
+            timed = self._timed[webhook] = self.review_duration.labels(webhook=webhook)
+        timed.observe(seconds)
+
+    def _requests_of(self, webhook: str, operation: str, decision: str, rule: str) -> Counter:
+        """The series of these labels, looked up in prometheus_client once (its look-up
+        checks and converts the labels and takes a lock, on every review otherwise)."""
+        labels = (webhook, operation, decision, rule)
+        series = self._counted.get(labels)
+        if series is None:
+            series = self._counted[labels] = self.requests.labels(*labels)
+        return series
 
     def expect_cuts(self, reasons: Sequence[str]) -> None:
         """Show ``reasons`` at 0 until a connection is cut off for them."""
