@@ -6,10 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.builders import container, pod, pod_create
 from webhook.engine import Engine
-from webhook.engine.request import MAX_DEPTH, MAX_VALUES, refusal
+from webhook.engine.request import MAX_DEPTH, MAX_VALUES, measure, refusal, surely_within
 
 
 def nested(levels: int, leaf: Any = "x") -> Any:
@@ -99,6 +101,74 @@ class TestSizeLimit:
         assert refusal(pod_create(many, old_object=many)) is None
         code, message = refused_with(pod_create(pod(), old_object={"spec": [0] * MAX_VALUES}))
         assert (code, message.split(" holds")[0]) == (413, "object too large to judge: oldObject")
+
+
+LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.sampled_from(["", "{}", "[]", "{", "[", "}{", "[{}]", '"{}"', "a{}b[]"]),
+    st.text(alphabet='{}[]\\"a,', max_size=6),
+)
+"""Scalars, among them strings that hold brackets, pairs of them and quotes."""
+
+JSON = st.recursive(
+    LEAVES,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(alphabet="{}[]a", max_size=3), inner, max_size=4)
+    ),
+    max_leaves=40,
+)
+
+
+@st.composite
+def near_the_limits(draw: st.DrawFn) -> Any:
+    """A value nested about MAX_DEPTH deep (empty and non-empty containers, scalars and
+    brackets in strings along the way), or a list about MAX_VALUES long."""
+    if draw(st.integers(0, 9)) == 0:
+        return [draw(LEAVES)] * (MAX_VALUES - draw(st.integers(-2, 2)))
+    value = draw(JSON)
+    for _ in range(draw(st.integers(MAX_DEPTH - 8, MAX_DEPTH + 2))):
+        siblings = draw(st.lists(JSON, max_size=2))
+        value = (
+            {"k{}": value, **{f"s{i}": v for i, v in enumerate(siblings)}}
+            if draw(st.booleans())
+            else [*siblings, value]
+        )
+    return value
+
+
+class TestTheCheapBound:
+    """``refusal`` skips the walk for a value its JSON text shows within the limits: it
+    must never say so of one the walk refuses."""
+
+    @given(st.one_of(JSON, near_the_limits()))
+    def test_a_value_surely_within_the_limits_is_within_them(self, value: Any) -> None:
+        if surely_within(value):
+            depth, values = measure(value)
+            assert depth <= MAX_DEPTH and values <= MAX_VALUES
+
+    @given(near_the_limits())
+    def test_refusal_is_the_walks_whatever_the_bound_says(self, value: Any) -> None:
+        depth, values = measure(value)
+        decision = refusal(pod_create(value))
+        if depth <= MAX_DEPTH and values <= MAX_VALUES:
+            assert decision is None
+        else:
+            assert decision is not None
+            assert decision.code == (400 if depth > MAX_DEPTH else 413)
+
+    def test_a_pod_is_within_the_limits_by_the_bound_alone(self) -> None:
+        assert surely_within(pod(containers=[container(gpus=1)]))
+
+    @pytest.mark.parametrize(
+        "value",
+        [{1: "key not a string"}, 2**70, nested(300), nested(MAX_DEPTH + 1)],
+        ids=["int-key", "huge-int", "past-orjson-depth", "too-deep"],
+    )
+    def test_what_the_bound_cannot_tell_is_walked(self, value: Any) -> None:
+        assert not surely_within(value)
 
 
 class TestDeepObjectsAreMalformed:
