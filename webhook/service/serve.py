@@ -19,6 +19,10 @@ HTTP/1.1 protocol is a class that a few overridden callbacks extend with the dea
 it lacks. ``/metrics`` is served in plain HTTP on a port of its own
 (``--metrics-port``, 9090) by a second uvicorn server on the same event loop, which
 stops with the first.
+
+One server process per replica: replicas scale out, and on a 2-core machine two
+processes sharing the same reviews used more CPU per review than one (950 to 985 against
+775 to 812 us per pod, a /mutate and a /validate over kept-alive TLS connections).
 """
 
 from __future__ import annotations
@@ -221,6 +225,9 @@ def _admission_server(
         log_config=None,
         log_level=settings.log_level,
         access_log=False,
+        # kube-apiserver connects directly: no proxy's X-Forwarded-* headers are to be
+        # believed, and the middleware that reads them would run on every request.
+        proxy_headers=False,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )
     config.load()
