@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -117,11 +116,15 @@ def judge(
     `message`, when given, replaces the denial's default message (subject and the enforced
     violations' messages). `rules` are the outcomes the violations came with, if any."""
     enforced = [v for v in violations if v.mode == ENFORCE]
-    decision = deny(enforced, subject) if enforced else allow()
-    if enforced and message is not None:
-        decision = dataclasses.replace(decision, message=shorten(message, DENIAL_LIMIT))
-    return dataclasses.replace(
-        decision,
+    denial = ""
+    if enforced:
+        if message is None:
+            message = f"{subject}: " + reasons([v.message for v in enforced])
+        denial = shorten(message, DENIAL_LIMIT)
+    return Decision(
+        allowed=not enforced,
+        code=403 if enforced else 200,
+        message=denial,
         violations=tuple(violations),
         warnings=warnings_of(violations),
         audit_annotations=audit_annotations_of(violations),
