@@ -15,11 +15,9 @@ once a large body is let go, the heap is trimmed (``webhook.http.memory``).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 MIB = 1024 * 1024
 
@@ -57,25 +55,39 @@ class BodyLimits:
     budget: BodyBudget
 
 
-@contextlib.asynccontextmanager
-async def received_body(request: Request, limits: BodyLimits) -> AsyncIterator[bytearray]:
-    """The whole body, its share of the budget held until the block ends.
+def received_body(request: Request, limits: BodyLimits) -> ReceivedBody:
+    """The whole body (``async with received_body(...) as body``), its share of the
+    budget held until the block ends.
 
     Raises BodyTooLarge, BodyBudgetSpent, or starlette's ClientDisconnect when the
     client goes away first.
     """
-    declared = _declared_length(request)
-    if declared is not None and declared > limits.max_bytes:
-        raise BodyTooLarge
-    reservation = _Reservation(limits)
-    try:
-        if declared is not None:
-            reservation.grow_to(declared)
-            yield await _read_exactly(request, declared)
-        else:
-            yield await _read_growing(request, reservation)
-    finally:
-        reservation.release()
+    return ReceivedBody(request, _Reservation(limits))
+
+
+class ReceivedBody:
+    """The context of ``received_body``: a class, as a generator-based context manager
+    cost every review an async generator and the event loop's bookkeeping of it."""
+
+    def __init__(self, request: Request, reservation: _Reservation) -> None:
+        self.request = request
+        self.reservation = reservation
+
+    async def __aenter__(self) -> bytearray:
+        declared = _declared_length(self.request)
+        if declared is not None and declared > self.reservation.limits.max_bytes:
+            raise BodyTooLarge
+        try:
+            if declared is not None:
+                self.reservation.grow_to(declared)
+                return await _read_exactly(self.request, declared)
+            return await _read_growing(self.request, self.reservation)
+        except BaseException:
+            self.reservation.release()
+            raise
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.reservation.release()
 
 
 class _Reservation:
@@ -108,13 +120,21 @@ def _declared_length(request: Request) -> int | None:
 
 
 async def _read_exactly(request: Request, size: int) -> bytearray:
+    """The body's messages read as ``Request.stream`` reads them (a disconnect raises
+    ClientDisconnect), without its async generator."""
     # The HTTP parser never hands over more than the declared length.
     body = bytearray(size)
     filled = 0
-    async for chunk in request.stream():
-        body[filled : filled + len(chunk)] = chunk
-        filled += len(chunk)
-    return body
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.request":
+            chunk = message.get("body", b"")
+            body[filled : filled + len(chunk)] = chunk
+            filled += len(chunk)
+            if not message.get("more_body", False):
+                return body
+        elif message["type"] == "http.disconnect":
+            raise ClientDisconnect
 
 
 async def _read_growing(request: Request, reservation: _Reservation) -> bytearray:
