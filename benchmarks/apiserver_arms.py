@@ -28,10 +28,8 @@ the probes repeated until they show the arm: the mutation (`ours`, `patch-floor`
 from __future__ import annotations
 
 import copy
-import hashlib
 import os
 import ssl
-import subprocess
 import sys
 import urllib.request
 from collections.abc import Callable
@@ -46,7 +44,7 @@ from benchmarks.apiserver_cel import policy_objects
 from benchmarks.apiserver_cluster import Api, wait_until
 from benchmarks.apiserver_load import benchmark_pod
 from benchmarks.apiserver_measure import WEBHOOK_FAMILY, children_matching, histogram_totals
-from tests.e2e.build_controlplane import cache_root
+from benchmarks.go_program import build_go_program
 from tests.e2e.ports import free_ports
 from tests.e2e.probes import http_ok
 from tests.e2e.processes import Component
@@ -145,22 +143,8 @@ def bad_pod(name: str) -> dict[str, Any]:
 
 
 def build_allow_go(source: Path = GO_SOURCE) -> Path:
-    """Build the Go server into the cache (once per version of its source)."""
-    digest = hashlib.sha256()
-    for path in sorted(source.glob("*")):
-        if path.suffix in (".go", ".mod"):
-            digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    target = cache_root() / "bench" / f"allow_go-{digest.hexdigest()[:16]}"
-    if target.is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(f".tmp{os.getpid()}")
-    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0"}
-    subprocess.run(
-        ["go", "build", "-trimpath", "-o", str(partial), "."], cwd=source, env=env, check=True
-    )
-    partial.rename(target)
-    return target
+    """Build the Go program into the cache (once per version of its source)."""
+    return build_go_program(source, "allow_go")
 
 
 # ------------------------------------------------------------------ the arms

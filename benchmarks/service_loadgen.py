@@ -6,7 +6,6 @@ read right before and after the measured window), its JSON report parsed into a
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 from collections.abc import Iterable
@@ -17,29 +16,15 @@ from typing import IO, Any
 import orjson
 
 from benchmarks.apiserver_measure import tree_cpu_seconds
-from tests.e2e.build_controlplane import cache_root
+from benchmarks.go_program import build_go_program
 
 SOURCE = Path(__file__).resolve().parent / "loadgen"
 PERCENTILES = ("p50", "p90", "p99", "p99.9", "max")
 
 
 def build_loadgen(source: Path = SOURCE) -> Path:
-    """Build the load generator into the cache (once per version of its source)."""
-    digest = hashlib.sha256()
-    for path in sorted(source.glob("*")):
-        if path.suffix in (".go", ".mod"):
-            digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    target = cache_root() / "bench" / f"loadgen-{digest.hexdigest()[:16]}"
-    if target.is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(f".tmp{os.getpid()}")
-    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0"}
-    subprocess.run(
-        ["go", "build", "-trimpath", "-o", str(partial), "."], cwd=source, env=env, check=True
-    )
-    partial.rename(target)
-    return target
+    """Build the Go program into the cache (once per version of its source)."""
+    return build_go_program(source, "loadgen")
 
 
 @dataclass(frozen=True)
