@@ -35,8 +35,10 @@ from cryptography import x509
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from webhook.install.configurations import Endpoint, render_webhook_configurations
 from webhook.install.names import WEBHOOK_CONFIGURATION as NAME
 from webhook.kube.client import api_client
+from webhook.policy import load_default_policy
 from webhook.tls.pki import certificates_from_pem, decode_ca_bundle, is_issued_by
 
 from ..secret_volume import SecretVolume
@@ -52,6 +54,13 @@ WORKLOAD = {"gpu-admission.io/workload": "inference"}
 # open new connections, which are served the certificate loaded now.
 QUIET_SECONDS = 7.0
 RELOAD_TIMEOUT = 60.0  # the server polls every 5 s; generous for two busy cores
+WEBHOOKS = sum(
+    len(configuration["webhooks"])
+    for configuration in render_webhook_configurations(
+        load_default_policy(), Endpoint("x", url="u")
+    )
+)
+"""Every webhook of both configurations: each carries the caBundle a rotation updates."""
 COMMAND_TIMEOUT = 180.0
 
 
@@ -284,7 +293,7 @@ def test_a_leaf_renewed_from_the_same_ca_loses_no_pod_creation(
     assert renewed.issuer == before.issuer
     assert load.failures == []
     assert admission.served_certificate() == renewed
-    assert [len(bundle) for bundle in pki.ca_bundles()] == [1] * 4, "no caBundle change needed"
+    assert [len(bundle) for bundle in pki.ca_bundles()] == [1] * WEBHOOKS, "no caBundle change"
 
 
 def test_a_ca_rotation_with_an_overlap_loses_no_pod_creation(
@@ -309,10 +318,10 @@ def test_a_ca_rotation_with_an_overlap_loses_no_pod_creation(
     load.wait_for_more(5)
 
     assert new_ca != old_ca
-    assert overlap == [[old_ca, new_ca]] * 4, "mutate, validate pods, workloads, autoscalers"
+    assert overlap == [[old_ca, new_ca]] * WEBHOOKS, "every webhook of both configurations"
     assert is_issued_by(new_leaf, new_ca)
     assert "updated, 1 CA(s)" in report
-    assert pki.ca_bundles() == [[new_ca]] * 4
+    assert pki.ca_bundles() == [[new_ca]] * WEBHOOKS
     assert load.failures == []
     assert admission.served_certificate() == new_leaf
     trusting_only_the_new_ca = ssl.create_default_context(
