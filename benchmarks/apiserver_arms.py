@@ -275,17 +275,8 @@ class Arms:
         for key in ("uid", "creationTimestamp", "resourceVersion", "generation"):
             pod["metadata"].pop(key, None)
         pod.pop("status", None)
-        request = AdmissionRequest(
-            uid="patch-probe",
-            operation="CREATE",
-            group="",
-            version="v1",
-            kind="Pod",
-            resource="pods",
-            subresource="",
-            namespace=self.probe_namespace,
-            name="patch-probe",
-            object=pod,
+        request = AdmissionRequest.pod_create(
+            "patch-probe", self.probe_namespace, "patch-probe", pod
         )
         decision = Engine(self.policy).mutate(request)
         if not decision.allowed or not decision.patch:

@@ -297,6 +297,18 @@ async def probe(port: int, ca: Path, seconds: float, interval: float) -> dict[st
     return seen
 
 
+def stop_server(server: subprocess.Popen[bytes]) -> float:
+    """SIGTERM, then SIGKILL after 30 s; how long the server took to stop."""
+    stopping = time.monotonic()
+    server.send_signal(signal.SIGTERM)
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+    return time.monotonic() - stopping
+
+
 async def wait_until_healthy(port: int, ca: Path, server: subprocess.Popen[bytes]) -> None:
     connection = Connection(Endpoint("127.0.0.1", port, client_context(ca)))
     deadline = time.monotonic() + 60
@@ -406,14 +418,7 @@ def main(argv: list[str] | None = None) -> None:
             after = memory_mib(server.pid)
             after_main = memory_mib(server.pid, tree=False)[1]
         finally:
-            stopping = time.monotonic()
-            server.send_signal(signal.SIGTERM)
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
-            shutdown = time.monotonic() - stopping
+            shutdown = stop_server(server)
         server_log = log.read_text("utf-8", errors="replace")
 
     print(f"server: {args.repository.resolve()}  one replica, limit {LIMIT_MIB} MiB")

@@ -31,7 +31,6 @@ import asyncio
 import multiprocessing
 import os
 import platform
-import signal
 import subprocess
 import sys
 import tempfile
@@ -43,7 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.attack import REPOSITORY, free_port, make_pki, wait_until_healthy
+from benchmarks.attack import REPOSITORY, free_port, make_pki, stop_server, wait_until_healthy
 from benchmarks.engine import cpu_model
 from benchmarks.soak_client import ClientArgs, ClientReport, phase_seconds, run_client, split
 from benchmarks.soak_payloads import Payload, payloads
@@ -76,17 +75,6 @@ def start_server(repository: Path, pki: Any, port: int, log: Path) -> subprocess
     env = {**os.environ, "XDG_CACHE_HOME": str(log.parent / "cache")}
     with log.open("wb") as out:
         return subprocess.Popen(command, cwd=repository, env=env, stdout=out, stderr=out)
-
-
-def stop_server(server: subprocess.Popen[bytes]) -> float:
-    stopping = time.monotonic()
-    server.send_signal(signal.SIGTERM)
-    try:
-        server.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
-    return time.monotonic() - stopping
 
 
 def milestones(warmup: int, reviews: int, samples: int) -> list[int]:

@@ -57,6 +57,11 @@ class AdmissionRequest:
     old_object: Any = None
     dry_run: bool = False
 
+    @classmethod
+    def pod_create(cls, uid: str, namespace: str, name: str, pod: Any) -> AdmissionRequest:
+        """The CREATE of `pod` as kube-apiserver would send it (offline, benchmarks)."""
+        return cls(uid, "CREATE", "", "v1", "Pod", "pods", "", namespace, name, pod)
+
     @property
     def is_pod(self) -> bool:
         return self.group == "" and self.kind == "Pod"

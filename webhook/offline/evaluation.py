@@ -127,17 +127,8 @@ def evaluate_pod(
     engine: Engine, ref: ObjectRef, template: str, pod: dict[str, Any]
 ) -> PodEvaluation:
     """Mutate, apply the patch, validate the result: CREATE of one pod."""
-    request = AdmissionRequest(
-        uid=f"offline:{ref.source}:{ref.line}{template}",
-        operation="CREATE",
-        group="",
-        version="v1",
-        kind="Pod",
-        resource="pods",
-        subresource="",
-        namespace=ref.namespace,
-        name=ref.name,
-        object=pod,
+    request = AdmissionRequest.pod_create(
+        f"offline:{ref.source}:{ref.line}{template}", ref.namespace, ref.name, pod
     )
     mutation = engine.mutate(request)
     if not mutation.allowed:
