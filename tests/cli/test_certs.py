@@ -286,7 +286,7 @@ def test_rotate_ca_and_drop_old_ca_cannot_be_asked_for_together(
     assert "not allowed with argument" in capsys.readouterr().err
 
 
-def test_rotate_with_an_unreadable_kubeconfig_exits_2_saying_so(
+def test_rotate_with_a_missing_kubeconfig_exits_1_naming_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     missing = tmp_path / "nowhere.kubeconfig"
@@ -295,9 +295,9 @@ def test_rotate_with_an_unreadable_kubeconfig_exits_2_saying_so(
         "rotate", "--kubeconfig", str(missing), "--namespace", "gpu", "--secret", "tls"
     )
 
-    assert code == 2
-    assert capsys.readouterr().err.startswith(
-        "gpu-admission certs rotate: cannot reach the cluster"
+    assert code == 1
+    assert capsys.readouterr().err == (
+        f"gpu-admission certs rotate: kubeconfig {missing}: no such file\n"
     )
 
 

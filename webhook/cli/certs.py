@@ -14,8 +14,9 @@ import argparse
 import datetime as dt
 import sys
 from pathlib import Path
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
+from webhook.cli.cluster_options import add_cluster_options, run_against_cluster
 from webhook.install.names import APP_LABELS, WEBHOOK_CONFIGURATION
 from webhook.tls.files import existing_ca, write_key_pair
 from webhook.tls.pki import (
@@ -194,9 +195,7 @@ def _add_rotate(commands: Commands) -> None:
 
 def _add_rotated_objects(parser: argparse.ArgumentParser) -> None:
     """Which cluster, which Secrets, which Service and webhook configurations."""
-    parser.add_argument(
-        "--kubeconfig", type=Path, help="kubeconfig file (default: in-cluster service account)"
-    )
+    add_cluster_options(parser)
     parser.add_argument("--namespace", required=True, help="namespace of the Secrets")
     parser.add_argument("--secret", required=True, help="the serving Secret (kubernetes.io/tls)")
     parser.add_argument("--ca-secret", help="the CA Secret (default: SECRET-ca)")
@@ -265,19 +264,17 @@ def _rotation_request(args: argparse.Namespace) -> RotationRequest:
 
 
 def _rotate(args: argparse.Namespace) -> int:
-    # The Kubernetes client is imported only for the command that needs it.
-    from webhook.kube.api_errors import ApiException, api_error_message
-    from webhook.kube.client import api_client
-    from webhook.kube.secrets import KubeCertificateStore
-
     try:
         request = _rotation_request(args)
     except ValueError as error:
         return _fail("rotate", str(error))
-    try:
-        api = api_client(args.kubeconfig)
-    except Exception as error:  # the config loaders raise several unrelated types
-        return _fail("rotate", f"cannot reach the cluster: {error}")
+    return run_against_cluster("certs rotate", args, lambda api: _rotate_in(api, args, request))
+
+
+def _rotate_in(api: Any, args: argparse.Namespace, request: RotationRequest) -> int:
+    # The Kubernetes client is imported only for the command that needs it.
+    from webhook.kube.secrets import KubeCertificateStore
+
     try:
         store = KubeCertificateStore(
             api, args.namespace, args.webhook_configuration, labels=APP_LABELS
@@ -285,14 +282,6 @@ def _rotate(args: argparse.Namespace) -> int:
         report = rotate(store, request)
     except (RotationError, ValueError) as error:
         return _fail("rotate", str(error))
-    except ApiException as error:
-        print(
-            f"gpu-admission certs rotate: the API server refused: {api_error_message(error)}",
-            file=sys.stderr,
-        )
-        return 1
-    finally:
-        api.close()
     for line in report.lines:
         print(line)
     return 0

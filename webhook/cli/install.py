@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from webhook.cli.cluster_options import add_cluster_options, run_against_cluster
 from webhook.errors import PolicyError
 from webhook.install.names import (
     APP_LABELS,
@@ -50,7 +51,7 @@ def add_install_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
         description="Install gpu-admission into the namespace gpu-admission: generate or "
         "reuse certificates, apply deploy/base with the caBundle filled, wait until ready.",
     )
-    install.add_argument("--kubeconfig", type=Path, help="default: in-cluster credentials")
+    add_cluster_options(install)
     install.add_argument("--policy", type=Path, help="policy YAML (default: the embedded one)")
     install.add_argument("--image", help="container image (default: the one in deploy/base)")
     install.add_argument(
@@ -67,7 +68,7 @@ def add_install_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
         "uninstall",
         help="remove gpu-admission from a cluster, webhook configurations first",
     )
-    uninstall.add_argument("--kubeconfig", type=Path, help="default: in-cluster credentials")
+    add_cluster_options(uninstall)
     uninstall.add_argument(
         "--keep-priority-classes",
         action="store_true",
@@ -77,15 +78,6 @@ def add_install_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
 
 
 def _install(args: argparse.Namespace) -> int:
-    from webhook.kube.api_errors import ApiException, api_error_message
-    from webhook.kube.client import (
-        api_client,
-        apply_webhook_configurations,
-        deployment_availability,
-        server_side_apply,
-    )
-    from webhook.kube.secrets import KubeCertificateStore
-
     try:
         policy_text = args.policy.read_text("utf-8") if args.policy else default_policy_text()
         source = str(args.policy) if args.policy else f"policies/{DEFAULT_POLICY} (embedded)"
@@ -93,7 +85,19 @@ def _install(args: argparse.Namespace) -> int:
     except (OSError, PolicyError) as error:
         print(f"gpu-admission install: {error}", file=sys.stderr)
         return 2
-    api = api_client(args.kubeconfig)
+    return run_against_cluster(
+        "install", args, lambda api: _install_into(api, args, policy, policy_text)
+    )
+
+
+def _install_into(api: Any, args: argparse.Namespace, policy: Any, policy_text: str) -> int:
+    from webhook.kube.client import (
+        apply_webhook_configurations,
+        deployment_availability,
+        server_side_apply,
+    )
+    from webhook.kube.secrets import KubeCertificateStore
+
     try:
         namespace = next(o for o in base_objects() if o["kind"] == "Namespace")
         server_side_apply(api, [namespace])
@@ -111,11 +115,6 @@ def _install(args: argparse.Namespace) -> int:
     except (InstallError, RotationError) as error:
         print(f"gpu-admission install: {error}", file=sys.stderr)
         return 1
-    except ApiException as error:
-        print(f"gpu-admission install: {api_error_message(error)}", file=sys.stderr)
-        return 1
-    finally:
-        api.close()
     return 0
 
 
@@ -136,26 +135,22 @@ def _wait_available(availability: Any, seconds: float) -> None:
 
 
 def _uninstall(args: argparse.Namespace) -> int:
-    from webhook.kube.api_errors import ApiException, api_error_message
-    from webhook.kube.client import api_client, delete_objects, delete_webhook_configurations
+    return run_against_cluster("uninstall", args, lambda api: _uninstall_from(api, args))
 
-    api = api_client(args.kubeconfig)
-    try:
-        # Webhook configurations first: nothing may call a service that is going away.
-        delete_webhook_configurations(api, WEBHOOK_CONFIGURATION)
-        print(f"deleted the webhook configurations {WEBHOOK_CONFIGURATION}")
-        leftovers = [
-            o
-            for o in reversed(base_objects())
-            if not (args.keep_priority_classes and o["kind"] == "PriorityClass")
-            and o["kind"] not in WEBHOOK_KINDS
-        ]
-        # Deleting the namespace removes the Secrets, ConfigMap and pods with it.
-        for deleted in delete_objects(api, leftovers):
-            print(f"deleted {deleted}")
-    except ApiException as error:
-        print(f"gpu-admission uninstall: {api_error_message(error)}", file=sys.stderr)
-        return 1
-    finally:
-        api.close()
+
+def _uninstall_from(api: Any, args: argparse.Namespace) -> int:
+    from webhook.kube.client import delete_objects, delete_webhook_configurations
+
+    # Webhook configurations first: nothing may call a service that is going away.
+    delete_webhook_configurations(api, WEBHOOK_CONFIGURATION)
+    print(f"deleted the webhook configurations {WEBHOOK_CONFIGURATION}")
+    leftovers = [
+        o
+        for o in reversed(base_objects())
+        if not (args.keep_priority_classes and o["kind"] == "PriorityClass")
+        and o["kind"] not in WEBHOOK_KINDS
+    ]
+    # Deleting the namespace removes the Secrets, ConfigMap and pods with it.
+    for deleted in delete_objects(api, leftovers):
+        print(f"deleted {deleted}")
     return 0

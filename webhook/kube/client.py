@@ -1,6 +1,6 @@
 """The client and what the commands apply and delete with it.
 
-Credentials come from a kubeconfig file or the in-cluster service account. Objects
+Credentials are found as kubectl finds them (``webhook.kube.credentials``). Objects
 are plain dicts rendered by the install wing; this module applies them (server-side
 apply, or a whole replacement of the webhook configurations through
 ``webhook.kube.writes``), deletes them, and reads a Deployment's availability. Failed
@@ -12,16 +12,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
 from webhook.kube.api_errors import NOT_FOUND, ApiException
+from webhook.kube.credentials import resolve_credentials
 from webhook.kube.writes import create_or_replace
 
 __all__ = [
     "FIELD_MANAGER",
+    "REACHABLE_TIMEOUT",
     "api_client",
     "apply_webhook_configurations",
+    "check_reachable",
     "delete_objects",
     "delete_webhook_configurations",
     "deployment_availability",
@@ -31,12 +34,24 @@ __all__ = [
 FIELD_MANAGER = "gpu-admission"
 
 
-def api_client(kubeconfig: Path | None = None) -> Any:
-    """A client from a kubeconfig file, or the in-cluster service account."""
-    if kubeconfig is not None:
-        return config.new_client_from_config(config_file=str(kubeconfig))
-    config.load_incluster_config()
-    return client.ApiClient()
+REACHABLE_TIMEOUT = (5.0, 15.0)
+"""(connect, read) seconds of ``check_reachable``: a server that does not answer is
+reported in seconds, not after the system's TCP timeout of minutes."""
+
+
+def api_client(kubeconfig: Path | None = None, context: str | None = None) -> Any:
+    """A ``kubernetes.client.ApiClient`` with the credentials kubectl would use:
+    ``kubeconfig``, else ``$KUBECONFIG``, else ``~/.kube/config``, else the in-cluster
+    service account; ``context`` instead of the current one. Raises
+    ``webhook.kube.credentials.CredentialsError`` (one line) when none can be used.
+    Nothing is sent until the first call."""
+    return client.ApiClient(configuration=resolve_credentials(kubeconfig, context).configuration)
+
+
+def check_reachable(api: Any) -> None:
+    """Ask the server its version, within ``REACHABLE_TIMEOUT``: an unreachable server,
+    a TLS failure or refused credentials (401) raise here, before any change is made."""
+    client.VersionApi(api).get_code(_request_timeout=REACHABLE_TIMEOUT)
 
 
 def apply_webhook_configurations(
