@@ -1,9 +1,11 @@
 """Build the Kubernetes control-plane binaries the e2e tests run against.
 
-The versions are pinned by the wrapper Go module in ``tests/e2e/controlplane``;
-this script only turns it into binaries in a per-version cache directory, so a
-test run pays the (long) build once per machine. It deliberately imports
-nothing from the project so that it also runs as a plain script:
+The versions are pinned by the wrapper Go module in ``tests/e2e/controlplane``
+(and Helm's by ``tests/e2e/helm``, a module of its own: it needs newer k8s.io
+modules than the control plane's); this script only turns them into binaries
+in a per-version cache directory, so a test run pays the (long) build once per
+machine. It deliberately imports nothing from the project so that it also runs
+as a plain script:
 
     python -m tests.e2e.build_controlplane
     python tests/e2e/build_controlplane.py
@@ -25,6 +27,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 MODULE_DIR = Path(__file__).resolve().parent / "controlplane"
+HELM_MODULE_DIR = Path(__file__).resolve().parent / "helm"
+HELM_MODULE = "helm.sh/helm/v4"
 
 # How often a build that is still running says so: a cold kube-apiserver build
 # takes many minutes on two cores and silence looks like a hang.
@@ -42,26 +46,43 @@ class BuildFailed(RuntimeError):
 class Binary(NamedTuple):
     name: str
     package: str
+    module_dir: Path = MODULE_DIR
+    # A binary whose module is not the control plane's records the version it
+    # was built from beside it (``.<name>.version``): the cache directory follows
+    # the Kubernetes version only, so a bumped Helm must not reuse the old one.
+    pinned_module: str | None = None
 
 
 # etcd first: it is the quickest and proves the toolchain works before the
-# long Kubernetes builds start.
+# long Kubernetes builds start. helm last: only the chart's tests need it.
 BINARIES: tuple[Binary, ...] = (
     Binary("etcd", "go.etcd.io/etcd/server/v3"),
     Binary("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver"),
     Binary("kube-controller-manager", "k8s.io/kubernetes/cmd/kube-controller-manager"),
     Binary("kube-scheduler", "k8s.io/kubernetes/cmd/kube-scheduler"),
     Binary("kubectl", "k8s.io/kubernetes/cmd/kubectl"),
+    Binary("helm", f"{HELM_MODULE}/cmd/helm", HELM_MODULE_DIR, HELM_MODULE),
 )
+
+
+def required_version(module: str, module_dir: Path) -> str:
+    """The version of `module` that the wrapper go.mod in `module_dir` requires."""
+    text = (module_dir / "go.mod").read_text()
+    pattern = rf"^\s*(?:require\s+)?{re.escape(module)}\s+(v\d+\.\d+\.\d+)\b"
+    match = re.search(pattern, text, re.MULTILINE)
+    if match is None:
+        raise BuildFailed(f"no {module} requirement in {module_dir / 'go.mod'}")
+    return match.group(1)
 
 
 def pinned_kubernetes_version(module_dir: Path = MODULE_DIR) -> str:
     """The ``k8s.io/kubernetes`` version the wrapper go.mod requires, e.g. ``v1.36.3``."""
-    text = (module_dir / "go.mod").read_text()
-    match = re.search(r"^\s*k8s\.io/kubernetes\s+(v\d+\.\d+\.\d+)\b", text, re.MULTILINE)
-    if match is None:
-        raise BuildFailed(f"no k8s.io/kubernetes requirement in {module_dir / 'go.mod'}")
-    return match.group(1)
+    return required_version("k8s.io/kubernetes", module_dir)
+
+
+def pinned_helm_version(module_dir: Path = HELM_MODULE_DIR) -> str:
+    """The Helm version the helm wrapper go.mod requires, e.g. ``v4.3.2``."""
+    return required_version(HELM_MODULE, module_dir)
 
 
 def cache_root() -> Path:
@@ -99,6 +120,27 @@ def version_ldflags(version: str, build_date: str) -> list[str]:
         for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
         for key, value in values.items()
     ]
+
+
+def helm_ldflags(version: str) -> list[str]:
+    """``-X`` flags that make ``helm version`` report the release (as Helm's
+    Makefile does for a tagged build) instead of a bare ``v4.3`` "unreleased"."""
+    package = f"{HELM_MODULE}/internal/version"
+    return [f"-X {package}.version={version}", f"-X {package}.metadata="]
+
+
+def _version_stamp(binary: Binary, directory: Path) -> Path:
+    return directory / f".{binary.name}.version"
+
+
+def _is_built(binary: Binary, directory: Path) -> bool:
+    if not (directory / binary.name).is_file():
+        return False
+    if binary.pinned_module is None:
+        return True
+    stamp = _version_stamp(binary, directory)
+    wanted = required_version(binary.pinned_module, binary.module_dir)
+    return stamp.is_file() and stamp.read_text().strip() == wanted
 
 
 def _go_command() -> str:
@@ -153,7 +195,7 @@ def _build_one(go: str, binary: Binary, target: Path, ldflags: list[str]) -> Non
     _log(f"building {binary.name} ({binary.package})")
     process = subprocess.Popen(
         command,
-        cwd=MODULE_DIR,
+        cwd=binary.module_dir,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -182,18 +224,23 @@ def ensure_binaries() -> Path:
     """Build whatever binary is missing and return the directory holding all of them."""
     version = pinned_kubernetes_version()
     directory = bin_dir(version)
-    if all((directory / b.name).is_file() for b in BINARIES):
+    if all(_is_built(b, directory) for b in BINARIES):
         return directory
     go = _go_command()
     directory.mkdir(parents=True, exist_ok=True)
     build_date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    ldflags = version_ldflags(version, build_date)
+    kubernetes_ldflags = version_ldflags(version, build_date)
     started = time.monotonic()
     with _exclusive(directory.parent / "build.lock"):
-        for binary in BINARIES:
-            target = directory / binary.name
-            if not target.is_file():
-                _build_one(go, binary, target, ldflags)
+        missing = [b for b in BINARIES if not _is_built(b, directory)]
+        _log(f"building {', '.join(b.name for b in missing)} into {directory}")
+        for binary in missing:
+            if binary.pinned_module is None:
+                _build_one(go, binary, directory / binary.name, kubernetes_ldflags)
+                continue
+            pinned = required_version(binary.pinned_module, binary.module_dir)
+            _build_one(go, binary, directory / binary.name, helm_ldflags(pinned))
+            _version_stamp(binary, directory).write_text(pinned + "\n")
     _log(f"control plane {version} ready in {directory} ({time.monotonic() - started:.0f}s)")
     return directory
 
