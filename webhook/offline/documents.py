@@ -1,22 +1,23 @@
 """Kubernetes objects read from multi-document YAML, each with the file and line it came from.
 
-YAML is read as kube-apiserver reads it, as JSON: timestamps stay strings. A
+YAML is read as kube-apiserver reads it, as JSON (``webhook.policy.yaml_source``):
+timestamps stay strings, a key given twice is an error. A
 `kind: List` stands for its items. Anything that is not YAML, or a document
 that is not an object, raises ManifestError naming the file and line.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 import yaml
-from yaml.constructor import ConstructorError
+
+from webhook.policy.yaml_source import StrictLoader, yaml_problem
 
 STDIN = "-"
-MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 class ManifestError(Exception):
@@ -41,36 +42,6 @@ class Document:
     object: dict[str, Any]
 
 
-class _ManifestLoader(yaml.SafeLoader):
-    """A safe loader that keeps timestamps as the strings Kubernetes sees.
-
-    A key given twice in one mapping is an error, as for kubectl (strict
-    validation), not a silent overwrite.
-    """
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
-        seen: set[str] = set()
-        for key_node, _ in node.value:
-            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == MERGE_TAG:
-                continue
-            if key_node.value in seen:
-                raise ConstructorError(
-                    "while reading a mapping",
-                    node.start_mark,
-                    f"found duplicate key {key_node.value!r}",
-                    key_node.start_mark,
-                )
-            seen.add(key_node.value)
-        return super().construct_mapping(node, deep)
-
-
-def _timestamp_as_text(loader: _ManifestLoader, node: yaml.Node) -> str:
-    return str(node.value)
-
-
-_ManifestLoader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_as_text)
-
-
 def read_manifest_files(names: Sequence[str], stdin: TextIO) -> list[Document]:
     """Every object of the named files, in order; `-` reads standard input."""
     documents: list[Document] = []
@@ -88,7 +59,7 @@ def read_manifest_files(names: Sequence[str], stdin: TextIO) -> list[Document]:
 
 def read_documents(text: str, source: str) -> list[Document]:
     """Every object of a multi-document YAML text; empty documents are left out."""
-    loader = _ManifestLoader(text)
+    loader = StrictLoader(text)
     documents: list[Document] = []
     try:
         while loader.check_node():
@@ -107,17 +78,14 @@ def read_documents(text: str, source: str) -> list[Document]:
 def read_yaml(text: str, source: str) -> Any:
     """The one YAML document of a text, read like a manifest (None when empty)."""
     try:
-        return yaml.load(text, Loader=_ManifestLoader)  # a SafeLoader
+        return yaml.load(text, Loader=StrictLoader)  # a SafeLoader
     except yaml.YAMLError as error:
         raise _not_yaml(error, source) from error
 
 
 def _not_yaml(error: yaml.YAMLError, source: str) -> ManifestError:
-    if isinstance(error, yaml.MarkedYAMLError):
-        mark = error.problem_mark or error.context_mark
-        line = mark.line + 1 if mark is not None else None
-        return ManifestError(source, line, f"not valid YAML: {error.problem or error}")
-    return ManifestError(source, None, f"not valid YAML: {error}")
+    where, problem = yaml_problem(error)
+    return ManifestError(source, where.line if where else None, f"not valid YAML: {problem}")
 
 
 def _objects(data: Any, source: str, line: int) -> list[Document]:
