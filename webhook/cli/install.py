@@ -3,7 +3,15 @@
 ``install`` makes sure of the certificates first (``webhook.tls.provision``: created
 when missing, renewed when due), then applies the base with the caBundle filled and
 the webhook configurations last, and waits for a replica; ``uninstall`` removes the
-webhook configurations first. A failed API call exits 1 with kube-apiserver's message.
+webhook configurations first. Credentials are kubectl's (``--kubeconfig``,
+``$KUBECONFIG``, ``~/.kube/config``, in-cluster; ``--context``); a cluster that cannot
+be reached, refused credentials, an action RBAC forbids or any refusal exits 1 with
+one line (``webhook.cli.cluster_options``).
+
+``install --dry-run`` means what it means to kubectl: ``client`` prints the objects as
+YAML and sends nothing (no cluster needed; the caBundle is left empty, since the CA
+lives in the cluster); ``server`` sends every write with ``dryRun=All``, so
+kube-apiserver validates and admits each and stores none, and says what would change.
 """
 
 from __future__ import annotations
@@ -14,7 +22,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from webhook.cli.cluster_options import add_cluster_options, run_against_cluster
+from webhook.cli.cluster_options import (
+    CREDENTIALS_HELP,
+    add_cluster_options,
+    run_against_cluster,
+)
 from webhook.errors import PolicyError
 from webhook.install.names import (
     APP_LABELS,
@@ -42,6 +54,8 @@ CERTIFICATES = RotationRequest(
 )
 
 DEFAULT_WAIT_SECONDS = 300
+DRY_RUN_MODES = ("none", "client", "server")
+SERVER_DRY_RUN = "(server dry run)"
 
 
 def add_install_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -49,9 +63,17 @@ def add_install_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
         "install",
         help="install gpu-admission into a cluster (certificates, objects, webhooks)",
         description="Install gpu-admission into the namespace gpu-admission: generate or "
-        "reuse certificates, apply deploy/base with the caBundle filled, wait until ready.",
+        "reuse certificates, apply deploy/base with the caBundle filled, wait until ready. "
+        + CREDENTIALS_HELP,
     )
     add_cluster_options(install)
+    install.add_argument(
+        "--dry-run",
+        choices=DRY_RUN_MODES,
+        default="none",
+        help="client: print the objects as YAML, send nothing; server: send every write "
+        "with dryRun=All, store nothing, say what would change (default: none)",
+    )
     install.add_argument("--policy", type=Path, help="policy YAML (default: the embedded one)")
     install.add_argument("--image", help="container image (default: the one in deploy/base)")
     install.add_argument(
@@ -67,6 +89,8 @@ def add_install_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
     uninstall = commands.add_parser(
         "uninstall",
         help="remove gpu-admission from a cluster, webhook configurations first",
+        description="Remove gpu-admission: the webhook configurations first, then the "
+        "namespace gpu-admission and the cluster-scoped objects. " + CREDENTIALS_HELP,
     )
     add_cluster_options(uninstall)
     uninstall.add_argument(
@@ -85,9 +109,76 @@ def _install(args: argparse.Namespace) -> int:
     except (OSError, PolicyError) as error:
         print(f"gpu-admission install: {error}", file=sys.stderr)
         return 2
+    if args.dry_run == "client":
+        return _print_install(args, policy, policy_text)
+    if args.dry_run == "server":
+        return run_against_cluster(
+            "install", args, lambda api: _dry_run_on_server(api, args, policy, policy_text)
+        )
     return run_against_cluster(
         "install", args, lambda api: _install_into(api, args, policy, policy_text)
     )
+
+
+def _print_install(args: argparse.Namespace, policy: Any, policy_text: str) -> int:
+    """``--dry-run=client``: every object install would apply, as YAML, and nothing sent."""
+    import yaml
+
+    plan = render_install(policy, policy_text, "", image=args.image)
+    documents = [*plan.objects, plan.mutating, plan.validating]
+    sys.stdout.write(yaml.safe_dump_all(documents, sort_keys=False))
+    print(
+        f"gpu-admission install: client dry run, nothing sent. The caBundles are empty here: "
+        f"install fills them with the CA of Secret {NAMESPACE}/{CA_SECRET}, and creates the "
+        f"certificate Secrets {CA_SECRET} and {TLS_SECRET} when missing.",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _dry_run_on_server(api: Any, args: argparse.Namespace, policy: Any, policy_text: str) -> int:
+    """``--dry-run=server``: the writes of install, each with ``dryRun=All``.
+
+    The certificate Secrets are read, never written: an existing CA fills the caBundles
+    as install would; without one, install would create it, and the caBundles are sent
+    empty. kube-apiserver cannot dry-run an object into a namespace that does not exist
+    yet, so on a first install the namespaced objects are listed, not sent."""
+    from webhook.kube.client import apply_webhook_configurations, object_exists, server_dry_run
+    from webhook.kube.secrets import KubeCertificateStore
+
+    store = KubeCertificateStore(api, NAMESPACE, WEBHOOK_CONFIGURATION, labels=APP_LABELS)
+    try:
+        if store.read_secret(CA_SECRET) is None:
+            bundle = ""
+            print(
+                f"certificates: Secrets {NAMESPACE}/{CA_SECRET} and {NAMESPACE}/{TLS_SECRET} "
+                f"would be created (not in a dry run; the caBundles are sent empty)"
+            )
+        else:
+            bundle = installed_ca_bundle(store, CA_SECRET)
+            print(
+                f"certificates: the CA of Secret {NAMESPACE}/{CA_SECRET} fills the caBundles "
+                "(a leaf due for renewal is renewed by install, not in a dry run)"
+            )
+    except RotationError as error:
+        print(f"gpu-admission install: {error}", file=sys.stderr)
+        return 1
+    plan = render_install(policy, policy_text, bundle, image=args.image)
+    if object_exists(api, "v1", "Namespace", NAMESPACE):
+        sent, unsent = plan.objects, []
+    else:
+        sent = [o for o in plan.objects if "namespace" not in o["metadata"]]
+        unsent = [o for o in plan.objects if "namespace" in o["metadata"]]
+    for outcome in server_dry_run(api, sent):
+        print(f"{outcome} {SERVER_DRY_RUN}")
+    for obj in unsent:
+        print(
+            f"{obj['kind']}/{obj['metadata']['name']} created {SERVER_DRY_RUN}: not sent, "
+            f"the namespace {NAMESPACE} does not exist yet"
+        )
+    apply_webhook_configurations(api, plan.mutating, plan.validating, dry_run=True)
+    print(f"the webhook configurations {WEBHOOK_CONFIGURATION} replaced {SERVER_DRY_RUN}")
+    return 0
 
 
 def _install_into(api: Any, args: argparse.Namespace, policy: Any, policy_text: str) -> int:

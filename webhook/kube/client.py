@@ -9,6 +9,7 @@ calls raise ``ApiException``; ``webhook.kube.api_errors`` turns one into a messa
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from webhook.kube.credentials import resolve_credentials
 from webhook.kube.writes import create_or_replace
 
 __all__ = [
+    "DRY_RUN_ALL",
     "FIELD_MANAGER",
     "REACHABLE_TIMEOUT",
     "api_client",
@@ -28,10 +30,14 @@ __all__ = [
     "delete_objects",
     "delete_webhook_configurations",
     "deployment_availability",
+    "object_exists",
+    "server_dry_run",
     "server_side_apply",
 ]
 
 FIELD_MANAGER = "gpu-admission"
+DRY_RUN_ALL = "All"
+"""kube-apiserver's ``dryRun`` value: every stage of a write runs but the last, storage."""
 
 
 REACHABLE_TIMEOUT = (5.0, 15.0)
@@ -55,21 +61,23 @@ def check_reachable(api: Any) -> None:
 
 
 def apply_webhook_configurations(
-    api: Any, mutating: dict[str, Any], validating: dict[str, Any]
+    api: Any, mutating: dict[str, Any], validating: dict[str, Any], *, dry_run: bool = False
 ) -> None:
-    """Create both configurations, or replace them whole where they exist."""
+    """Create both configurations, or replace them whole where they exist; with
+    ``dry_run``, kube-apiserver checks and admits the writes but stores nothing."""
     admission = client.AdmissionregistrationV1Api(api)
+    mode = DRY_RUN_ALL if dry_run else None
     create_or_replace(
         mutating,
         read=admission.read_mutating_webhook_configuration,
-        create=admission.create_mutating_webhook_configuration,
-        replace=admission.replace_mutating_webhook_configuration,
+        create=partial(admission.create_mutating_webhook_configuration, dry_run=mode),
+        replace=partial(admission.replace_mutating_webhook_configuration, dry_run=mode),
     )
     create_or_replace(
         validating,
         read=admission.read_validating_webhook_configuration,
-        create=admission.create_validating_webhook_configuration,
-        replace=admission.replace_validating_webhook_configuration,
+        create=partial(admission.create_validating_webhook_configuration, dry_run=mode),
+        replace=partial(admission.replace_validating_webhook_configuration, dry_run=mode),
     )
 
 
@@ -104,6 +112,62 @@ def server_side_apply(api: Any, objects: list[dict[str, Any]]) -> list[str]:
         )
         applied.append(f"{obj['kind']}/{metadata['name']}")
     return applied
+
+
+def server_dry_run(api: Any, objects: list[dict[str, Any]]) -> list[str]:
+    """Server-side apply each object with ``dryRun=All``: kube-apiserver validates,
+    defaults and admits it (webhooks included) and stores nothing. Return
+    'Kind/name created|configured|unchanged' for each, as ``kubectl apply`` says it."""
+    dynamic = DynamicClient(api)
+    outcomes = []
+    for obj in objects:
+        resource = dynamic.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+        metadata = obj["metadata"]
+        where = {"name": metadata["name"], "namespace": metadata.get("namespace")}
+        try:
+            before = resource.get(**where).to_dict()
+        except ApiException as error:
+            if error.status != NOT_FOUND:
+                raise
+            before = None
+        after = dynamic.server_side_apply(
+            resource,
+            body=obj,
+            field_manager=FIELD_MANAGER,
+            force_conflicts=True,
+            dry_run=DRY_RUN_ALL,
+            **where,
+        ).to_dict()
+        if before is None:
+            outcome = "created"
+        elif _content(before) == _content(after):
+            outcome = "unchanged"
+        else:
+            outcome = "configured"
+        outcomes.append(f"{obj['kind']}/{metadata['name']} {outcome}")
+    return outcomes
+
+
+def object_exists(api: Any, api_version: str, kind: str, name: str) -> bool:
+    """Whether a cluster-scoped object exists (a Namespace, say)."""
+    resource = DynamicClient(api).resources.get(api_version=api_version, kind=kind)
+    try:
+        resource.get(name=name)
+    except ApiException as error:
+        if error.status == NOT_FOUND:
+            return False
+        raise
+    return True
+
+
+def _content(obj: dict[str, Any]) -> dict[str, Any]:
+    """An object without what every write changes (who wrote which field, the version)."""
+    metadata = {
+        key: value
+        for key, value in obj.get("metadata", {}).items()
+        if key not in {"managedFields", "resourceVersion"}
+    }
+    return dict(obj, metadata=metadata)
 
 
 def delete_objects(api: Any, objects: list[dict[str, Any]]) -> list[str]:
