@@ -121,6 +121,41 @@ def test_a_toleration_added_to_a_pending_pod_is_refused_and_other_updates_pass(
     controlplane.kubectl("annotate", "pod", "waiting", "-n", opted_in, "note=kept")
 
 
+def test_a_class_label_dropped_with_a_toleration_added_in_one_update_is_refused(
+    controlplane: ControlPlane, live: WebhookServer, opted_in: str
+) -> None:
+    """The workload label decides which webhook sees a pod; an UPDATE that removes it
+    while adding another pool's toleration is still judged, on the pod it would make."""
+    controlplane.apply(
+        pod_manifest("relabelled", labels={"gpu-admission.io/workload": "inference"}),
+        namespace=opted_in,
+    )
+    toleration = {"key": "gpu-pool", "operator": "Equal", "value": "training"}
+    patch = [
+        {"op": "remove", "path": "/metadata/labels/gpu-admission.io~1workload"},
+        {"op": "add", "path": "/spec/tolerations/-", "value": toleration},
+    ]
+
+    result = controlplane.kubectl(
+        "patch",
+        "pod",
+        "relabelled",
+        "-n",
+        opted_in,
+        "--type=json",
+        "-p",
+        json.dumps(patch),
+        check=False,
+    )
+
+    assert result.returncode != 0, result.stdout
+    assert DENIED.search(result.stderr), result.stderr
+    assert "requests nvidia.com/gpu but has no label gpu-admission.io/workload" in result.stderr
+    pod = controlplane.get_json("pod", "relabelled", opted_in)
+    assert pod["metadata"]["labels"]["gpu-admission.io/workload"] == "inference"
+    assert toleration not in pod["spec"]["tolerations"]
+
+
 @pytest.fixture
 def server(controlplane: ControlPlane, live: WebhookServer, opted_in: str) -> str:
     """An inference pod, admitted and mutated, for debug containers to be added to."""
