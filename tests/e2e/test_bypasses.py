@@ -2,8 +2,9 @@
 
 Each is what a tenant who can create pods in one opted-in namespace would try to
 reach a GPU node, see its GPUs or borrow a priority: a node named by hand, a
-toleration added to a pending pod, a debug container, a class's PriorityClass on
-a CPU pod, a class pod with zero GPUs, a GPU resource under another name. The
+toleration added to a pending pod (alone, or with the class label dropped in the
+same update), a debug container, a class's PriorityClass on a CPU pod, a class pod
+with zero GPUs, a GPU resource under another name. The
 webhook configurations are the ones `install` renders, so the matchConditions
 that decide what reaches the service are part of what is proven.
 
