@@ -389,11 +389,13 @@ class TestPresentation:
             "pods",
             "skipped",
         ]
-        assert data["summary"] == {"pods": 1, "allowed": 1, "denied": 0, "skipped": 1}
+        assert data["summary"] == {
+            "pods": 1, "allowed": 1, "denied": 0, "warnings": 0, "skipped": 1,
+        }  # fmt: skip
         [pod_data] = data["pods"]
         assert list(pod_data) == [
             "source", "line", "object", "template", "workloadClass", "verdict", "message",
-            "rules", "patch", "diff", "placement", "receivedPod", "mutatedPod",
+            "warnings", "rules", "patch", "diff", "placement", "receivedPod", "mutatedPod",
         ]  # fmt: skip
         assert pod_data["object"] == {
             "apiVersion": "apps/v1",

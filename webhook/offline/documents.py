@@ -3,11 +3,14 @@
 YAML is read as kube-apiserver reads it, as JSON (``webhook.policy.yaml_source``):
 timestamps stay strings, a key given twice is an error. A
 `kind: List` stands for its items. Anything that is not YAML, or a document
-that is not an object, raises ManifestError naming the file and line.
+that is not an object, raises ManifestError naming the file and line. A folder
+stands for the manifests under it, found as `kubectl apply -R -f DIR` finds them.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +21,9 @@ import yaml
 from webhook.policy.yaml_source import StrictLoader, yaml_problem
 
 STDIN = "-"
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+"""What a file under a folder must end with to be read, as for kubectl."""
+JSON_WHITESPACE = " \t\n\r"
 
 
 class ManifestError(Exception):
@@ -43,9 +49,10 @@ class Document:
 
 
 def read_manifest_files(names: Sequence[str], stdin: TextIO) -> list[Document]:
-    """Every object of the named files, in order; `-` reads standard input."""
+    """Every object of the named files, in order; `-` reads standard input, a folder
+    stands for its manifests (see `manifest_names`)."""
     documents: list[Document] = []
-    for name in names:
+    for name in manifest_names(names):
         if name == STDIN:
             text = stdin.read()
         else:
@@ -53,8 +60,40 @@ def read_manifest_files(names: Sequence[str], stdin: TextIO) -> list[Document]:
                 text = Path(name).read_text("utf-8")
             except (OSError, UnicodeDecodeError) as error:
                 raise ManifestError(name, None, f"cannot read: {error}") from error
-        documents += read_documents(text, name)
+        reader = read_json_documents if name.endswith(".json") else read_documents
+        documents += reader(text, name)
     return documents
+
+
+def manifest_names(names: Sequence[str]) -> list[str]:
+    """The named files, each folder replaced by the manifests under it (`folder_manifests`).
+
+    Raises ManifestError for a folder without any."""
+    expanded: list[str] = []
+    for name in names:
+        if name != STDIN and Path(name).is_dir():
+            found = folder_manifests(Path(name))
+            if not found:
+                suffixes = ", ".join(f"*{suffix}" for suffix in MANIFEST_SUFFIXES)
+                raise ManifestError(name, None, f"no manifests ({suffixes}) in this folder")
+            expanded += [str(path) for path in found]
+        else:
+            expanded.append(name)
+    return expanded
+
+
+def folder_manifests(folder: Path) -> list[Path]:
+    """The files ending in .yaml, .yml or .json under `folder` at any depth, in the order of
+    their paths (a folder's files and subfolders by name, as kubectl walks them); hidden
+    files and folders (`.git`, `.github`, ...) are left out, as are folders reached by links."""
+    found: list[tuple[tuple[str, ...], Path]] = []
+    for directory, subfolders, files in os.walk(folder):
+        subfolders[:] = [name for name in subfolders if not name.startswith(".")]
+        for name in files:
+            path = Path(directory, name)
+            if not name.startswith(".") and path.suffix in MANIFEST_SUFFIXES:
+                found.append((path.relative_to(folder).parts, path))
+    return [path for _, path in sorted(found)]
 
 
 def read_documents(text: str, source: str) -> list[Document]:
@@ -73,6 +112,41 @@ def read_documents(text: str, source: str) -> list[Document]:
     finally:
         loader.dispose()
     return documents
+
+
+def read_json_documents(text: str, source: str) -> list[Document]:
+    """Every object of a JSON text: one value, or several one after another (as kubectl
+    reads a .json file); read as JSON, not as YAML, which refuses tabs that indent JSON."""
+    decoder = json.JSONDecoder(object_pairs_hook=_unique_keys)
+    documents: list[Document] = []
+    position = 0
+    try:
+        while True:
+            while position < len(text) and text[position] in JSON_WHITESPACE:
+                position += 1
+            if position == len(text):
+                return documents
+            data, end = decoder.raw_decode(text, position)
+            documents += _objects(data, source, text.count("\n", 0, position) + 1)
+            position = end
+    except json.JSONDecodeError as error:
+        raise ManifestError(source, error.lineno, f"not valid JSON: {error.msg}") from error
+    except _DuplicateKey as error:
+        line = text.count("\n", 0, position) + 1
+        raise ManifestError(source, line, f"not valid JSON: found duplicate key {error}") from None
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise _DuplicateKey(repr(key))
+        data[key] = value
+    return data
 
 
 def read_yaml(text: str, source: str) -> Any:

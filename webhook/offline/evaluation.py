@@ -66,6 +66,9 @@ class PodEvaluation:
     mutated: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     landings: tuple[Landing, ...] = ()
     """Each kind of node of the policy, and whether the mutated pod can be scheduled there."""
+    warnings: tuple[str, ...] = ()
+    """The warnings of our webhooks' responses, each printed by kubectl as `Warning: ...`
+    (allowed or denied): rules the policy puts in `warn` mode."""
 
     @property
     def describe(self) -> str:
@@ -94,6 +97,16 @@ class Report:
     @property
     def allowed(self) -> bool:
         return all(p.allowed for p in self.pods)
+
+    @property
+    def denied(self) -> int:
+        """How many pods are denied."""
+        return sum(1 for p in self.pods if not p.allowed)
+
+    @property
+    def warnings(self) -> int:
+        """How many warnings kubectl would print for all the pods."""
+        return sum(len(p.warnings) for p in self.pods)
 
 
 def evaluate(
@@ -150,6 +163,7 @@ def evaluate_pod(
         received=pod,
         mutated=mutated,
         landings=landings(policy, view),
+        warnings=tuple(dict.fromkeys(mutation.warnings + decision.warnings)),
     )
 
 

@@ -30,8 +30,16 @@ def explain(evaluation: PodEvaluation) -> str:
             "\n".join([f"{who} would be denied:", *reasons]),
             f"Were it admitted, it {_placement(evaluation)}.",
         ]
+    if evaluation.warnings:
+        paragraphs.append(_warnings(evaluation.warnings))
     paragraphs.append(_mutation(evaluation))
     return "\n\n".join(paragraphs) + "\n"
+
+
+def _warnings(warnings: tuple[str, ...]) -> str:
+    """What kubectl prints of our responses' warnings, admitted or denied."""
+    count = f"{len(warnings)} warning{'' if len(warnings) == 1 else 's'}"
+    return "\n".join([f"kubectl would print {count}:", *(f"  Warning: {w}" for w in warnings)])
 
 
 def _who(evaluation: PodEvaluation) -> str:

@@ -4,7 +4,7 @@
     kind: CheckReport
     policy: where the policy came from
     allowed: true when every pod is allowed
-    summary: {pods: N, allowed: N, denied: N, skipped: N}
+    summary: {pods: N, allowed: N, denied: N, warnings: N, skipped: N}
     pods:                               # one per Pod and per pod template, in input order
       - source: FILE, or "-" for standard input
         line: where the object starts (1-based)
@@ -13,6 +13,7 @@
         workloadClass: the workload class label's value, or null
         verdict: allowed | denied
         message: the denial as kube-apiserver would print it ("" when allowed)
+        warnings: [what kubectl would print after `Warning: `, allowed or denied]
         rules:                          # every validation rule, in a fixed order
           - {rule: gpu-count, outcome: pass | fail | warn | audit | skip, messages: [...]}
         patch: [JSONPatch operations of the mutation, against receivedPod]
@@ -41,7 +42,7 @@ KIND = "CheckReport"
 
 
 def report_data(report: Report) -> dict[str, Any]:
-    denied = sum(1 for p in report.pods if not p.allowed)
+    denied = report.denied
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
@@ -51,6 +52,7 @@ def report_data(report: Report) -> dict[str, Any]:
             "pods": len(report.pods),
             "allowed": len(report.pods) - denied,
             "denied": denied,
+            "warnings": report.warnings,
             "skipped": len(report.skipped),
         },
         "pods": [pod_data(p) for p in report.pods],
@@ -67,6 +69,7 @@ def pod_data(evaluation: PodEvaluation) -> dict[str, Any]:
         "workloadClass": evaluation.workload_class,
         "verdict": "allowed" if evaluation.allowed else "denied",
         "message": evaluation.message,
+        "warnings": list(evaluation.warnings),
         "rules": [
             {"rule": r.rule, "outcome": r.outcome, "messages": list(r.messages)}
             for r in evaluation.rules

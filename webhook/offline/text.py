@@ -34,6 +34,9 @@ def pod_text(evaluation: PodEvaluation) -> str:
     for outcome in evaluation.rules:
         label = "FAIL" if outcome.outcome == "fail" else outcome.outcome
         lines += [f"{INDENT}{label:<5} {outcome.rule}{_messages(outcome.messages)}"]
+    if evaluation.warnings:
+        lines.append("  warnings (kubectl prints them):")
+        lines += [f"{INDENT}Warning: {warning}" for warning in evaluation.warnings]
     lines.append("  placement after mutation:")
     for landing in evaluation.landings:
         why = f": {'; '.join(landing.reasons)}" if landing.reasons else ""
@@ -50,14 +53,19 @@ def pod_text(evaluation: PodEvaluation) -> str:
 
 
 def summary_line(report: Report) -> str:
-    denied = sum(1 for p in report.pods if not p.allowed)
-    pods = len(report.pods)
-    skipped = len(report.skipped)
-    return (
-        f"{pods} pod{'' if pods == 1 else 's'}: {pods - denied} allowed, {denied} denied"
-        + (f"; {skipped} object{'' if skipped == 1 else 's'} skipped" if skipped else "")
-        + "\n"
-    )
+    """`3 pods: 2 allowed, 1 denied; 2 warnings; 1 object skipped` (no warnings, no skipped
+    objects: those parts left out)."""
+    pods, denied = len(report.pods), report.denied
+    parts = [f"{_count(pods, 'pod')}: {pods - denied} allowed, {denied} denied"]
+    if report.warnings:
+        parts.append(_count(report.warnings, "warning"))
+    if report.skipped:
+        parts.append(f"{_count(len(report.skipped), 'object')} skipped")
+    return "; ".join(parts) + "\n"
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _messages(messages: tuple[str, ...]) -> str:

@@ -1,0 +1,131 @@
+"""The report of `gpu-admission check --output junit`: JUnit XML for a policy repository's CI.
+
+One testsuite per manifest file, one testcase per pod or pod template (named as the
+text report names it, `Deployment 'llm-server' /spec/template`, with its line), so a
+CI dashboard lists the objects of each file and marks the denied ones:
+
+    <testsuites name="gpu-admission check" tests="3" failures="1" errors="0" skipped="1">
+      <testsuite name="apps/llm.yaml" tests="3" failures="1" errors="0" skipped="1">
+        <properties><property name="policy" value="policies/default.yaml (embedded)"/></properties>
+        <testcase classname="apps/llm.yaml" name="Deployment 'llm-server' /spec/template (line 1)">
+          <system-out>Warning: gpu-admission: mig-profile: ...</system-out>
+        </testcase>
+        <testcase ... name="Job 'train' /spec/template (line 21)">
+          <failure type="denied" message="the denial, as kube-apiserver prints it">
+            each failed rule and its messages</failure>
+        </testcase>
+        <testcase ... name="Service 'llm-server' (line 40)"><skipped message="..."/></testcase>
+      </testsuite>
+    </testsuites>
+
+A testcase per object rather than per rule: a dozen rules pass for every pod, and a
+list of them would bury the one object that fails; the failed rules are in the
+failure's text. Warnings, which admit the pod, are the testcase's system-out (each
+line as kubectl prints it) and each a `warning` property, since CI tools show one or
+the other. A file without objects is an empty testsuite, so every file read is listed.
+Characters XML 1.0 cannot hold (a manifest's control characters echoed in a message)
+are written as `\\xNN`.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+
+from webhook.offline.evaluation import ObjectRef, PodEvaluation, Report, SkippedObject
+
+SUITES_NAME = "gpu-admission check"
+
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+"""Characters outside XML 1.0's Char production; ElementTree would write them as they are."""
+
+
+def report_junit(report: Report, sources: Sequence[str] = ()) -> str:
+    """The JUnit XML of `report`; each of `sources` (the files read, in order) is a
+    testsuite even without objects, and any other source of the report follows them."""
+    cases: dict[str, list[ET.Element]] = {source: [] for source in sources}
+    counts: dict[str, dict[str, int]] = {}
+    for evaluation in report.pods:
+        case = _pod_case(evaluation)
+        _add(cases, counts, evaluation.object.source, case, failed=not evaluation.allowed)
+    for skipped in report.skipped:
+        _add(cases, counts, skipped.object.source, _skipped_case(skipped), skipped=True)
+
+    root = ET.Element("testsuites", name=SUITES_NAME)
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    for source, testcases in cases.items():
+        count = counts.get(source, {"tests": 0, "failures": 0, "errors": 0, "skipped": 0})
+        suite = ET.SubElement(root, "testsuite", name=_xml(source))
+        suite.attrib.update({key: str(value) for key, value in count.items()})
+        properties = ET.SubElement(suite, "properties")
+        ET.SubElement(properties, "property", name="policy", value=_xml(report.policy))
+        suite.extend(testcases)
+        for key, value in count.items():
+            totals[key] += value
+    root.attrib.update({key: str(value) for key, value in totals.items()})
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"
+
+
+def _add(
+    cases: dict[str, list[ET.Element]],
+    counts: dict[str, dict[str, int]],
+    source: str,
+    case: ET.Element,
+    failed: bool = False,
+    skipped: bool = False,
+) -> None:
+    cases.setdefault(source, []).append(case)
+    count = counts.setdefault(source, {"tests": 0, "failures": 0, "errors": 0, "skipped": 0})
+    count["tests"] += 1
+    count["failures"] += failed
+    count["skipped"] += skipped
+
+
+def _pod_case(evaluation: PodEvaluation) -> ET.Element:
+    case = _case(evaluation.object, evaluation.describe)
+    if evaluation.warnings:
+        properties = ET.SubElement(case, "properties")
+        for warning in evaluation.warnings:
+            ET.SubElement(properties, "property", name="warning", value=_xml(warning))
+    if not evaluation.allowed:
+        failure = ET.SubElement(
+            case,
+            "failure",
+            type="denied" if evaluation.rules else "malformed",
+            message=_xml(evaluation.message),
+        )
+        failure.text = _xml(_failure_text(evaluation))
+    if evaluation.warnings:
+        out = ET.SubElement(case, "system-out")
+        out.text = _xml("".join(f"Warning: {w}\n" for w in evaluation.warnings))
+    return case
+
+
+def _failure_text(evaluation: PodEvaluation) -> str:
+    failed = [outcome for outcome in evaluation.rules if outcome.outcome == "fail"]
+    if not failed:
+        return evaluation.message + "\n"
+    lines = []
+    for outcome in failed:
+        lines += [f"{outcome.rule}: {message}" for message in outcome.messages] or [outcome.rule]
+    return "\n".join(lines) + "\n"
+
+
+def _skipped_case(skipped: SkippedObject) -> ET.Element:
+    case = _case(skipped.object, skipped.object.describe)
+    ET.SubElement(case, "skipped", message=_xml(skipped.reason))
+    return case
+
+
+def _case(ref: ObjectRef, describe: str) -> ET.Element:
+    return ET.Element(
+        "testcase", classname=_xml(ref.source), name=_xml(f"{describe} (line {ref.line})")
+    )
+
+
+def _xml(text: str) -> str:
+    """`text` with each character XML cannot hold written as `\\xNN` (ElementTree escapes
+    the rest: &, <, > and quotes)."""
+    return _NOT_XML.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
