@@ -142,7 +142,13 @@ class TestCheck:
             False,
         )
         assert report["policy"] == "policies/default.yaml (embedded)"
-        assert report["summary"] == {"pods": 2, "allowed": 1, "denied": 1, "skipped": 1}
+        assert report["summary"] == {
+            "pods": 2,
+            "allowed": 1,
+            "denied": 1,
+            "warnings": 0,
+            "skipped": 1,
+        }
         deployment, job = report["pods"]
         assert (deployment["object"]["kind"], deployment["template"], deployment["verdict"]) == (
             "Deployment",

@@ -1,26 +1,38 @@
-"""The `gpu-admission` command."""
+"""The `gpu-admission` command.
+
+Each module of a command group (certs, install, ...) imports what its commands need:
+the engine and pydantic, the Kubernetes client, cryptography, uvicorn. So that
+`gpu-admission --help`, `--version` and each command start without what the other
+commands need, ``COMMAND_GROUPS`` names every top-level command with its help, and
+only the group of the command on the command line is imported and added in full;
+the others are listed by name and help alone. A new command group is one function
+importing its module and one entry in ``COMMAND_GROUPS`` (tests/cli/test_main.py
+checks that the entries say what the modules add).
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any, NamedTuple, TypeAlias
 
-from webhook.cli.certs import add_certs_commands
-from webhook.cli.install import add_install_commands
-from webhook.cli.manifests import add_manifest_commands
-from webhook.cli.offline import add_offline_commands
 from webhook.cli.policy_option import add_policy_option, load_engine
 from webhook.errors import PolicyError
-from webhook.service.file_poll import DEFAULT_INTERVAL
-from webhook.service.logs import configure_logging
+
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+PROG = "gpu-admission"
+DISTRIBUTION = "gpu-admission"
+"""The installed package whose version `--version` prints."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_command_of(arguments))
+    args = parser.parse_args(arguments)
     if not hasattr(args, "run"):
         parser.print_help()
         return 2
@@ -28,14 +40,79 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-def _parser() -> argparse.ArgumentParser:
+class CommandGroup(NamedTuple):
+    """Top-level commands that one module adds to the parser."""
+
+    commands: Mapping[str, str]
+    """Each command the group adds, in the order it adds them -> its help."""
+    add: Callable[[Commands], None]
+    """Imports the group's module and adds its commands in full."""
+
+
+def build_parser(command: str | None = None, every_group: bool = False) -> argparse.ArgumentParser:
+    """The parser with `command`'s group (or, with `every_group`, each group) in full, and
+    the other commands by name and help alone."""
     parser = argparse.ArgumentParser(
-        prog="gpu-admission",
+        prog=PROG,
         description="Admission webhooks that put GPU workloads on the right nodes.",
     )
+    parser.add_argument(
+        "--version", action=_VersionAction, help="print the installed version and exit"
+    )
     commands = parser.add_subparsers(title="commands")
+    for group in COMMAND_GROUPS:
+        if every_group or command in group.commands:
+            group.add(commands)
+        else:
+            for name, help_text in group.commands.items():
+                commands.add_parser(name, help=help_text, add_help=False)
+    return parser
 
-    serve = commands.add_parser("serve", help="run the admission service over HTTPS")
+
+def full_parser() -> argparse.ArgumentParser:
+    """The parser with every command in full (for shell completion; imports every group)."""
+    return build_parser(every_group=True)
+
+
+def _command_of(arguments: Sequence[str]) -> str | None:
+    """The top-level command on a command line: its first word that is not an option (the
+    top-level options take no values)."""
+    return next((word for word in arguments if not word.startswith("-")), None)
+
+
+class _VersionAction(argparse.Action):
+    """`--version`: the version of the installed package, read only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(
+            option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0, **kwargs
+        )
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        print(f"{PROG} {package_version()}")
+        parser.exit()
+
+
+def package_version() -> str:
+    """The version of the installed gpu-admission distribution (its metadata)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return "unknown (not installed as a package)"
+
+
+def _add_serve_command(commands: Commands) -> None:
+    from webhook.service.file_poll import DEFAULT_INTERVAL
+
+    serve = commands.add_parser("serve", help=SERVE_HELP)
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8443)
     serve.add_argument(
@@ -70,19 +147,76 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.set_defaults(run=_serve)
 
-    policy = commands.add_parser("policy", help="work with policy files")
+
+def _add_policy_commands(commands: Commands) -> None:
+    from webhook.cli.offline import add_policy_offline_commands
+
+    policy = commands.add_parser("policy", help=POLICY_HELP)
     policy_commands = policy.add_subparsers(title="policy commands")
     validate = policy_commands.add_parser("validate", help="check policy files")
     validate.add_argument("files", nargs="+", type=Path)
     validate.set_defaults(run=_policy_validate)
-    add_offline_commands(commands, policy_commands)
+    add_policy_offline_commands(policy_commands)
+
+
+def _add_offline_commands(commands: Commands) -> None:
+    from webhook.cli.offline import add_offline_commands
+
+    add_offline_commands(commands)
+
+
+def _add_certs_commands(commands: Commands) -> None:
+    from webhook.cli.certs import add_certs_commands
+
     add_certs_commands(commands)
+
+
+def _add_install_commands(commands: Commands) -> None:
+    from webhook.cli.install import add_install_commands
+
     add_install_commands(commands)
+
+
+def _add_manifest_commands(commands: Commands) -> None:
+    from webhook.cli.manifests import add_manifest_commands
+
     add_manifest_commands(commands)
-    return parser
+
+
+def _add_completion_command(commands: Commands) -> None:
+    from webhook.cli.completion import add_completion_command
+
+    add_completion_command(commands)
+
+
+SERVE_HELP = "run the admission service over HTTPS"
+POLICY_HELP = "work with policy files"
+
+COMMAND_GROUPS: tuple[CommandGroup, ...] = (
+    CommandGroup({"serve": SERVE_HELP}, _add_serve_command),
+    CommandGroup({"policy": POLICY_HELP}, _add_policy_commands),
+    CommandGroup(
+        {
+            "check": "evaluate manifests offline: verdict, rules, mutation, placement",
+            "explain": "say in prose what would become of one object",
+        },
+        _add_offline_commands,
+    ),
+    CommandGroup({"certs": "make and renew the webhook's certificates"}, _add_certs_commands),
+    CommandGroup(
+        {
+            "install": "install gpu-admission into a cluster (certificates, objects, webhooks)",
+            "uninstall": "remove gpu-admission from a cluster, webhook configurations first",
+        },
+        _add_install_commands,
+    ),
+    CommandGroup({"manifests": "the kustomize tree in deploy/"}, _add_manifest_commands),
+    CommandGroup({"completion": "print a shell completion script"}, _add_completion_command),
+)
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from webhook.service.logs import configure_logging
     from webhook.service.serve import ServeSettings, serve
 
     if (args.tls_cert is None) != (args.tls_key is None):

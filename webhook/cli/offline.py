@@ -2,39 +2,41 @@
 
 Exit status: 0 when everything is allowed (or passes), 1 on a denial (or a
 failed case), 2 on a usage error or input that cannot be read.
+
+The engine, the policy model and the YAML reader are imported when a command runs,
+not when its arguments are added: `--help` starts without them.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from webhook.cli.policy_option import add_policy_option, load_engine
-from webhook.engine import RULES
 from webhook.errors import PolicyError
-from webhook.offline.cases import case_files, run_cases
-from webhook.offline.documents import ManifestError, read_manifest_files
-from webhook.offline.evaluation import Report, evaluate
-from webhook.offline.prose import explain
-from webhook.offline.report_data import report_data
-from webhook.offline.text import report_text
-from webhook.offline.yaml_text import dump_yaml
-from webhook.policy.schema import policy_schema_text, shipped_schema_path
 
-__all__ = ["add_offline_commands"]
+if TYPE_CHECKING:
+    from webhook.offline.evaluation import Report
+
+__all__ = ["add_offline_commands", "add_policy_offline_commands"]
 
 OK, DENIED, USAGE = 0, 1, 2
-OUTPUTS = ("text", "json", "yaml")
+OUTPUTS = ("text", "json", "yaml", "junit")
+STDOUT = "-"
 
 CHECK_EPILOG = """\
 Each Pod, and each pod template of a Deployment, StatefulSet, DaemonSet,
 ReplicaSet, Job, CronJob or a kind of the policy's workloadKinds (PyTorchJob,
 RayCluster, JobSet, ... by default), is judged as at CREATE in an opted-in namespace:
 requests defaulted from limits, mutated, the patch applied, then validated.
-Other kinds are reported as skipped. --output json|yaml prints a CheckReport
-(structure documented in webhook/offline/report_data.py).
+Other kinds are reported as skipped. A DIR stands for every *.yaml, *.yml and
+*.json file under it at any depth, in path order, hidden ones left out (as
+kubectl apply -R -f DIR). Warnings are those kubectl would print.
+--output json|yaml prints a CheckReport (structure documented in
+webhook/offline/report_data.py); --output junit prints JUnit XML, a testsuite
+per file and a testcase per pod or pod template (webhook/offline/junit.py).
 Exit status: 0 all allowed, 1 any denial, 2 unreadable input or policy.
 """
 
@@ -46,18 +48,17 @@ Exit status: 0 all cases pass, 1 any fails, 2 no cases or unreadable policy.
 """
 
 
-def add_offline_commands(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-    policy_commands: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> None:
-    """Add `check` and `explain` to `commands`, `schema` and `test` to `policy_commands`."""
+def add_offline_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `check` and `explain` to the gpu-admission command."""
     check = commands.add_parser(
         "check",
         help="evaluate manifests offline: verdict, rules, mutation, placement",
         epilog=CHECK_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    check.add_argument("files", nargs="+", metavar="FILE", help="manifest YAML; - for stdin")
+    check.add_argument(
+        "files", nargs="+", metavar="FILE", help="manifest YAML or JSON, or a DIR; - for stdin"
+    )
     add_policy_option(check)
     check.add_argument(
         "--output", "-o", choices=OUTPUTS, default="text", help="report format (default: text)"
@@ -71,14 +72,21 @@ def add_offline_commands(
     add_policy_option(explain_command)
     explain_command.set_defaults(run=_explain)
 
+
+def add_policy_offline_commands(
+    policy_commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    """Add `schema` and `test` to the `gpu-admission policy` commands."""
     schema = policy_commands.add_parser(
-        "schema", help="write the JSON Schema of policy files (editors validate with it)"
+        "schema", help="print the JSON Schema of policy files (editors validate with it)"
     )
     schema.add_argument(
         "--output",
         "-o",
         metavar="PATH",
-        help=f"where to write it; - for stdout (default: {shipped_schema_path()})",
+        default=STDOUT,
+        help="write it to PATH instead of standard output "
+        "(make schema writes the committed policies/schema.json)",
     )
     schema.set_defaults(run=_policy_schema)
 
@@ -94,25 +102,46 @@ def add_offline_commands(
 
 
 def _check(args: argparse.Namespace) -> int:
+    from webhook.offline.documents import ManifestError, manifest_names, read_manifest_files
+    from webhook.offline.evaluation import evaluate
+
     try:
         engine = load_engine(args.policy)
-        documents = read_manifest_files(args.files, sys.stdin)
+        sources = manifest_names(args.files)
+        documents = read_manifest_files(sources, sys.stdin)
     except (PolicyError, ManifestError) as error:
         return _usage_error(str(error))
     report = evaluate(engine, documents)
-    sys.stdout.write(_render(report, args.output))
+    sys.stdout.write(_render(report, args.output, sources))
     return OK if report.allowed else DENIED
 
 
-def _render(report: Report, output: str) -> str:
+def _render(report: Report, output: str, sources: list[str]) -> str:
     if output == "json":
+        import json
+
+        from webhook.offline.report_data import report_data
+
         return json.dumps(report_data(report), indent=2, ensure_ascii=False) + "\n"
     if output == "yaml":
+        from webhook.offline.report_data import report_data
+        from webhook.offline.yaml_text import dump_yaml
+
         return dump_yaml(report_data(report))
+    if output == "junit":
+        from webhook.offline.junit import report_junit
+
+        return report_junit(report, sources)
+    from webhook.offline.text import report_text
+
     return report_text(report)
 
 
 def _explain(args: argparse.Namespace) -> int:
+    from webhook.offline.documents import ManifestError, read_manifest_files
+    from webhook.offline.evaluation import evaluate
+    from webhook.offline.prose import explain
+
     try:
         engine = load_engine(args.policy)
         documents = read_manifest_files([args.file], sys.stdin)
@@ -131,11 +160,14 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def _policy_schema(args: argparse.Namespace) -> int:
+    from webhook.engine import RULES
+    from webhook.policy.schema import policy_schema_text
+
     text = policy_schema_text(RULES.names)
-    if args.output == "-":
+    if args.output == STDOUT:
         sys.stdout.write(text)
         return OK
-    path = Path(args.output) if args.output else shipped_schema_path()
+    path = Path(args.output)
     try:
         path.write_text(text, "utf-8")
     except OSError as error:
@@ -145,6 +177,8 @@ def _policy_schema(args: argparse.Namespace) -> int:
 
 
 def _policy_test(args: argparse.Namespace) -> int:
+    from webhook.offline.cases import case_files, run_cases
+
     directory: Path = args.directory
     if not directory.is_dir():
         return _usage_error(f"{directory}: not a directory")

@@ -1,0 +1,182 @@
+"""`gpu-admission completion bash|zsh`: a shell completion script made from the parser.
+
+The script is generated from the argparse tree of every command, so it completes what
+the command takes today: commands and subcommands, each command's options, the
+choices of an option or argument (`--output text|json|yaml|junit`), file names where a
+file is taken and folder names where a folder is (`policy test DIR`). It runs no
+Python at completion time, so a Tab costs nothing. zsh runs the same function through
+its bash completion layer (bashcompinit).
+
+    source <(gpu-admission completion bash)          # ~/.bashrc
+    source <(gpu-admission completion zsh)           # ~/.zshrc, after compinit
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SHELLS = ("bash", "zsh")
+FUNCTION = "_gpu_admission"
+FOLDER_METAVARS = frozenset({"DIR", "DIRECTORY", "FOLDER"})
+FILE_METAVARS = frozenset({"FILE", "PATH"})
+
+Completion = str
+"""How a value is completed: `files`, `folders`, `words:<w1 w2>`, or `` (nothing)."""
+
+
+@dataclass(slots=True)
+class CommandSpec:
+    """What one command (`check`, `policy test`, or the top level, ``) takes."""
+
+    path: str
+    subcommands: list[str] = field(default_factory=list)
+    options: list[str] = field(default_factory=list)
+    values: dict[str, Completion] = field(default_factory=dict)
+    """Each option taking a value -> how its value is completed."""
+    positional: Completion = ""
+
+
+def add_completion_command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    completion = commands.add_parser(
+        "completion",
+        help="print a shell completion script",
+        description="Print a completion script for bash or zsh. Load it with "
+        "`source <(gpu-admission completion bash)` in ~/.bashrc (zsh: in ~/.zshrc, "
+        "after compinit), or save the bash one as "
+        "/etc/bash_completion.d/gpu-admission.",
+    )
+    completion.add_argument("shell", choices=SHELLS)
+    completion.set_defaults(run=_completion)
+
+
+def _completion(args: argparse.Namespace) -> int:
+    from webhook.cli.main import PROG, full_parser
+
+    specs = list(command_specs(full_parser()))
+    script = bash_script(PROG, specs) if args.shell == "bash" else zsh_script(PROG, specs)
+    print(script, end="")
+    return 0
+
+
+def command_specs(parser: argparse.ArgumentParser, path: str = "") -> Iterator[CommandSpec]:
+    """Each command of the tree under `parser`, the top level first."""
+    spec = CommandSpec(path)
+    children: list[tuple[str, argparse.ArgumentParser]] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            children += action.choices.items()
+        elif action.option_strings:
+            spec.options += action.option_strings
+            if action.nargs != 0:
+                for option in action.option_strings:
+                    spec.values[option] = _value_completion(action)
+        elif not spec.positional:
+            spec.positional = _value_completion(action)
+    spec.subcommands = [name for name, _ in children]
+    yield spec
+    for name, child in children:
+        yield from command_specs(child, f"{path} {name}".strip())
+
+
+def _value_completion(action: argparse.Action) -> Completion:
+    if action.choices is not None:
+        return "words:" + " ".join(str(choice) for choice in action.choices)
+    metavar = action.metavar if isinstance(action.metavar, str) else ""
+    if metavar in FOLDER_METAVARS:
+        return "folders"
+    if action.type is Path or metavar in FILE_METAVARS or action.dest in {"file", "files"}:
+        return "files"
+    return ""
+
+
+def bash_script(prog: str, specs: list[CommandSpec]) -> str:
+    """A bash completion function for `prog` and the `complete` line registering it."""
+    # A command is keyed by its path and a word, space-separated: " check", "policy test".
+    commands = [f'"{spec.path} {name}"' for spec in specs for name in spec.subcommands]
+    value_options = [f'"{spec.path} {option}"' for spec in specs for option in spec.values]
+    by_completion: dict[Completion, list[str]] = {}
+    for spec in specs:
+        for option, completion in spec.values.items():
+            by_completion.setdefault(completion, []).append(f'"{spec.path} {option}"')
+    value_cases = [
+        f"        {'|'.join(keys)})\n            {_reply(completion)}; return ;;"
+        for completion, keys in by_completion.items()
+    ]
+    option_cases = [
+        f'            "{spec.path}") words="{" ".join(spec.options)}" ;;' for spec in specs
+    ]
+    word_cases = [
+        f'        "{spec.path}") {_reply(_words(spec))} ;;'
+        for spec in specs
+        if spec.subcommands or spec.positional
+    ]
+    lines = [
+        f"# {prog} completion for bash, made by `{prog} completion bash`.",
+        f"# Load it with: source <({prog} completion bash)",
+        f"{FUNCTION}() {{",
+        '    local cur="${COMP_WORDS[COMP_CWORD]}" prev="" command="" words="" i',
+        '    (( COMP_CWORD > 0 )) && prev="${COMP_WORDS[COMP_CWORD-1]}"',
+        "    local IFS=$'\\n'",
+        "    COMPREPLY=()",
+        "    # The command so far (`policy test`), skipping options and their values.",
+        "    for (( i = 1; i < COMP_CWORD; i++ )); do",
+        '        case "$command ${COMP_WORDS[i]}" in',
+        f"            {'|'.join(commands)})",
+        '                command="${command:+$command }${COMP_WORDS[i]}" ;;',
+        f"            {'|'.join(value_options)})",
+        "                (( i++ )) ;;",
+        "        esac",
+        "    done",
+        '    case "$command $prev" in',
+        *value_cases,
+        "    esac",
+        '    if [[ "$cur" == -* ]]; then',
+        '        case "$command" in',
+        *option_cases,
+        "        esac",
+        '        COMPREPLY=( $(IFS=" "; compgen -W "$words" -- "$cur") )',
+        "        return",
+        "    fi",
+        '    case "$command" in',
+        *word_cases,
+        "    esac",
+        "}",
+        f"complete -F {FUNCTION} {prog}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def zsh_script(prog: str, specs: list[CommandSpec]) -> str:
+    """The bash function, run by zsh's bash completion layer."""
+    return "\n".join(
+        [
+            f"# {prog} completion for zsh, made by `{prog} completion zsh`.",
+            f"# Load it with: source <({prog} completion zsh), after compinit.",
+            "autoload -U +X compinit && { (( $+functions[compdef] )) || compinit; }",
+            "autoload -U +X bashcompinit && bashcompinit",
+            bash_script(prog, specs).split("\n", 2)[2],
+        ]
+    )
+
+
+def _words(spec: CommandSpec) -> Completion:
+    if spec.subcommands:
+        return "words:" + " ".join(spec.subcommands)
+    return spec.positional
+
+
+def _reply(completion: Completion) -> str:
+    """The bash statement filling COMPREPLY for the word being completed."""
+    if completion == "files":
+        return 'compopt -o filenames 2>/dev/null; COMPREPLY=( $(compgen -f -- "$cur") )'
+    if completion == "folders":
+        return 'compopt -o filenames 2>/dev/null; COMPREPLY=( $(compgen -d -- "$cur") )'
+    if completion.startswith("words:"):
+        words = completion.removeprefix("words:")
+        return f'COMPREPLY=( $(IFS=" "; compgen -W "{words}" -- "$cur") )'
+    return "COMPREPLY=()"
