@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test lint unit e2e bench bench-apiserver bench-service attack soak fuzz demo clean
+.PHONY: serve test lint unit schema e2e bench bench-apiserver bench-service attack soak fuzz demo clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,9 @@ test: lint  ## the whole suite: lint, unit, HTTP, TLS and end-to-end tests
 
 unit: $(STAMP)
 	$(BIN)/pytest --ignore=tests/e2e
+
+schema: $(STAMP)  ## regenerate policies/schema.json from the policy model and the engine's rules (tests/policy/test_schema.py checks it)
+	$(BIN)/gpu-admission policy schema --output policies/schema.json
 
 demo: $(STAMP)  ## a local control plane with gpu-admission and the sample workloads, until Ctrl-C
 	$(BIN)/python -m tests.e2e.demo

@@ -16,7 +16,7 @@ def test_the_committed_schema_is_the_one_the_model_makes() -> None:
     committed = (POLICIES / "schema.json").read_text("utf-8")
     assert committed == policy_schema_text(RULES.names), (
         "policies/schema.json is out of date with webhook/policy/model.py or the engine's rules; "
-        "regenerate it with: gpu-admission policy schema"
+        "regenerate it with: make schema"
     )
 
 
