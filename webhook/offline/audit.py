@@ -1,0 +1,228 @@
+"""An audit of what already runs: each pod and workload judged as its CREATE would be today.
+
+A running pod is judged as the webhooks would judge its CREATE now, not as it
+stands: a pod created before gpu-admission was installed was never mutated, and
+holding that against it would flag every one of them. So the pod is taken as its
+creator sent it (``as_created``: without its status, and without the node the
+scheduler bound it to), our mutation is applied, and the result is validated, with
+every rule's outcome. A pod that was mutated at its CREATE comes out the same, our
+mutation being idempotent. A workload is judged by each of its pod templates, as the
+pod its controller creates (requests defaulted from limits, then our mutation), the
+way the workload webhook judges it at apply time; a workload whose controller is of
+a kind judged too (a Deployment's ReplicaSet, a CronJob's Job) is left to its owner.
+
+``AuditSummary`` adds findings up by verdict, by rule and by namespace, one finding
+at a time, so an audit of a large cluster keeps only its findings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import jsonpatch
+
+from webhook.engine import AdmissionRequest, Engine, RuleOutcome
+from webhook.engine.decision import EXEMPTION
+from webhook.engine.inventory import UNKNOWN, Inventory
+from webhook.engine.templates import POD, TemplateKind, pod_from_template, pod_templates
+from webhook.engine.workloads import field_path
+from webhook.errors import MalformedObject
+
+Verdict = Literal["denied", "warned", "audited", "exempted", "passed"]
+VERDICTS: tuple[Verdict, ...] = ("denied", "warned", "audited", "exempted", "passed")
+"""What the webhooks would make of one pod: refuse it (an enforced rule fails, or the
+object cannot be read), admit it with a warning, admit it and record an audited
+violation, admit it unjudged (a policy exemption), or admit it."""
+
+OUTCOMES = ("pass", "fail", "warn", "audit", "skip")
+
+JUDGED_AS = (
+    "each pod as the webhooks would judge its CREATE today (as its creator sent it, "
+    "status and the scheduler's node set aside, our mutation applied, then validated), "
+    "so pods created before gpu-admission was installed count as if created now; each "
+    "workload by its pod templates, as the pods its controller creates"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """What one finding is about: an object, and for a workload one pod template of it."""
+
+    namespace: str
+    api_version: str
+    kind: str
+    name: str
+    uid: str = ""
+    template: str = ""
+    """The template's field path (`spec.template`); empty for a Pod."""
+
+    @property
+    def describe(self) -> str:
+        """`Pod 'ml/x'`, `Deployment 'ml/llm' template (spec.template)`."""
+        template = f" template ({self.template})" if self.template else ""
+        return f"{self.kind} {f'{self.namespace}/{self.name}'!r}{template}"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    subject: Subject
+    verdict: Verdict
+    message: str = ""
+    """Why it would be refused, as kube-apiserver would print it; empty when admitted."""
+    rules: tuple[RuleOutcome, ...] = ()
+    """Each rule's outcome; empty for an object that cannot be read."""
+    exemption: str = ""
+    """The reason of the policy exemption that skips it, if one does."""
+
+
+def as_created(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """The pod as its creator sent it, as near as what is stored tells: without `status`,
+    and without `spec.nodeName` unless someone set it by hand.
+
+    The scheduler binds a pod through the `binding` subresource, which is not recorded in
+    `metadata.managedFields`; a `spec.nodeName` written by the pod's creator (or a later
+    writer) is. Without managedFields a node name is taken for the scheduler's."""
+    created = {key: value for key, value in pod.items() if key != "status"}
+    spec = pod.get("spec")
+    if isinstance(spec, dict) and "nodeName" in spec and not _node_named_by_hand(pod):
+        created["spec"] = {key: value for key, value in spec.items() if key != "nodeName"}
+    return created
+
+
+def _node_named_by_hand(pod: Mapping[str, Any]) -> bool:
+    metadata = pod.get("metadata")
+    entries = metadata.get("managedFields") if isinstance(metadata, dict) else None
+    for entry in entries if isinstance(entries, list) else ():
+        if not isinstance(entry, dict) or entry.get("subresource"):
+            continue
+        fields = entry.get("fieldsV1")
+        spec = fields.get("f:spec") if isinstance(fields, dict) else None
+        if isinstance(spec, dict) and "f:nodeName" in spec:
+            return True
+    return False
+
+
+def judge_object(
+    engine: Engine,
+    obj: dict[str, Any],
+    kind: TemplateKind,
+    inventory: Inventory = UNKNOWN,
+) -> list[Finding]:
+    """The findings of one listed object of `kind`: one for a Pod, one per pod template of
+    a workload (none for a workload with no template)."""
+    subject = subject_of(obj)
+    if kind is POD:
+        return [judge_pod(engine, subject, as_created(obj), inventory)]
+    try:
+        templates = pod_templates(obj, kind)
+    except MalformedObject as error:
+        return [Finding(subject, "denied", f"malformed object: {error}")]
+    return [
+        judge_pod(
+            engine,
+            dataclasses.replace(subject, template=field_path(pointer)),
+            pod_from_template(template),
+            inventory,
+        )
+        for pointer, template in templates
+    ]
+
+
+def judge_pod(
+    engine: Engine, subject: Subject, pod: dict[str, Any], inventory: Inventory = UNKNOWN
+) -> Finding:
+    """Mutate `pod`, apply the patch as kube-apiserver does, validate the result."""
+    request = AdmissionRequest.pod_create(
+        f"audit:{subject.uid or subject.name}", subject.namespace, subject.name, pod
+    )
+    mutation = engine.mutate(request, inventory)
+    if not mutation.allowed:
+        return Finding(subject, "denied", mutation.message)
+    mutated: dict[str, Any] = jsonpatch.apply_patch(pod, list(mutation.patch))
+    decision = engine.validate(dataclasses.replace(request, object=mutated), inventory)
+    exemption = decision.audit_annotations.get(EXEMPTION, "")
+    outcomes = {rule.outcome for rule in decision.rules}
+    verdict: Verdict
+    if not decision.allowed:
+        verdict = "denied"
+    elif exemption:
+        verdict = "exempted"
+    elif "warn" in outcomes:
+        verdict = "warned"
+    elif "audit" in outcomes:
+        verdict = "audited"
+    else:
+        verdict = "passed"
+    return Finding(subject, verdict, decision.message, decision.rules, exemption)
+
+
+def left_to_owner(obj: Mapping[str, Any], kinds: tuple[TemplateKind, ...]) -> bool:
+    """Whether a workload's controller is of one of `kinds`, which is judged instead: a
+    Deployment's ReplicaSets, a CronJob's Jobs, a JobSet's Jobs."""
+    metadata = obj.get("metadata")
+    owners = metadata.get("ownerReferences") if isinstance(metadata, dict) else None
+    for owner in owners if isinstance(owners, list) else ():
+        if not isinstance(owner, dict) or owner.get("controller") is not True:
+            continue
+        api_version = owner.get("apiVersion")
+        group = api_version.split("/", 1)[0] if isinstance(api_version, str) else ""
+        group = group if isinstance(api_version, str) and "/" in api_version else ""
+        if any(k.group == group and k.kind == owner.get("kind") for k in kinds if k is not POD):
+            return True
+    return False
+
+
+def subject_of(obj: Mapping[str, Any]) -> Subject:
+    metadata = obj.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    return Subject(
+        namespace=_text(metadata.get("namespace")),
+        api_version=_text(obj.get("apiVersion")),
+        kind=_text(obj.get("kind")),
+        name=_text(metadata.get("name")),
+        uid=_text(metadata.get("uid")),
+    )
+
+
+@dataclass
+class AuditSummary:
+    """Findings added up: by verdict, by rule and outcome, by namespace and verdict."""
+
+    judged: int = 0
+    verdicts: Counter[str] = field(default_factory=Counter)
+    by_rule: dict[str, Counter[str]] = field(default_factory=dict)
+    """Rule -> outcome -> how many judged pods had it, rules in the order first met
+    (the engine's: every finding lists every rule)."""
+    by_namespace: dict[str, Counter[str]] = field(default_factory=dict)
+    objects: set[tuple[str, str, str]] = field(default_factory=set)
+    """(kind, namespace, name) of every object judged."""
+
+    def add(self, finding: Finding) -> None:
+        self.judged += 1
+        self.verdicts[finding.verdict] += 1
+        subject = finding.subject
+        self.objects.add((subject.kind, subject.namespace, subject.name))
+        for outcome in finding.rules:
+            self.by_rule.setdefault(outcome.rule, Counter())[outcome.outcome] += 1
+        self.by_namespace.setdefault(subject.namespace, Counter())[finding.verdict] += 1
+
+    def include_namespace(self, namespace: str) -> None:
+        """Show `namespace` even when nothing in it was judged."""
+        self.by_namespace.setdefault(namespace, Counter())
+
+    @property
+    def denied(self) -> int:
+        return self.verdicts["denied"]
+
+    def object_counts(self) -> dict[str, int]:
+        """How many objects of each kind were judged, kinds by name."""
+        counts = Counter(kind for kind, _, _ in self.objects)
+        return dict(sorted(counts.items()))
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""

@@ -1,0 +1,169 @@
+"""The report of `gpu-admission audit`: a summary for people, or plain data in a stable shape.
+
+`--output json|yaml` prints an AuditReport:
+
+    apiVersion: gpu-admission.io/v1alpha1
+    kind: AuditReport
+    policy: where the policy came from
+    judgedAs: how each pod and workload was judged (see webhook.offline.audit)
+    scope: {allNamespaces: bool, namespaces: [names audited]}
+    summary:
+      judged: pods and pod templates judged
+      objects: {Pod: N, Deployment: N, ...}
+      verdicts: {denied: N, warned: N, audited: N, exempted: N, passed: N}
+      rules: {gpu-count: {pass: N, fail: N, warn: N, audit: N, skip: N}, ...}
+      namespaces: {ml: {judged: N, denied: N, warned: N, ...}, ...}
+    unlisted: {kind: why it could not be listed}   # a kind forbidden, say
+    results:                                        # denied ones only with --only-denied
+      - {namespace, apiVersion, kind, name, template, verdict, message, exemption,
+         rules: [{rule, outcome, messages}]}      # rules as `check` reports them
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.offline.audit import JUDGED_AS, OUTCOMES, VERDICTS, AuditSummary, Finding
+
+API_VERSION = "gpu-admission.io/v1alpha1"
+KIND = "AuditReport"
+
+LISTED_VERDICTS = ("denied", "warned", "audited")
+"""The verdicts the text report lists one by one; passed and exempted are counted only."""
+
+
+@dataclass(frozen=True)
+class AuditScope:
+    all_namespaces: bool
+    namespaces: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AuditOutcome:
+    """One audit: what was asked, what was found, what could not be read."""
+
+    policy: str
+    scope: AuditScope
+    summary: AuditSummary
+    findings: Sequence[Finding]
+    """The findings kept for the report (every one, or the denied ones)."""
+    unlisted: Mapping[str, str] = field(default_factory=dict)
+
+
+def audit_data(outcome: AuditOutcome) -> dict[str, Any]:
+    summary = outcome.summary
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "policy": outcome.policy,
+        "judgedAs": JUDGED_AS,
+        "scope": {
+            "allNamespaces": outcome.scope.all_namespaces,
+            "namespaces": list(outcome.scope.namespaces),
+        },
+        "summary": {
+            "judged": summary.judged,
+            "objects": summary.object_counts(),
+            "verdicts": {verdict: summary.verdicts[verdict] for verdict in VERDICTS},
+            "rules": {
+                rule: {o: counts[o] for o in OUTCOMES} for rule, counts in summary.by_rule.items()
+            },
+            "namespaces": {
+                namespace: {"judged": sum(counts.values())}
+                | {verdict: counts[verdict] for verdict in VERDICTS}
+                for namespace, counts in sorted(summary.by_namespace.items())
+            },
+        },
+        "unlisted": dict(outcome.unlisted),
+        "results": [finding_data(f) for f in outcome.findings],
+    }
+
+
+def finding_data(finding: Finding) -> dict[str, Any]:
+    subject = finding.subject
+    return {
+        "namespace": subject.namespace,
+        "apiVersion": subject.api_version,
+        "kind": subject.kind,
+        "name": subject.name,
+        "template": subject.template,
+        "verdict": finding.verdict,
+        "message": finding.message,
+        "exemption": finding.exemption,
+        "rules": [
+            {"rule": r.rule, "outcome": r.outcome, "messages": list(r.messages)}
+            for r in finding.rules
+        ],
+    }
+
+
+def audit_text(outcome: AuditOutcome, *, only_denied: bool = False) -> str:
+    """A headline and how the pods were judged, counts by rule and by namespace, then the
+    denied (and unless `only_denied`, warned and audited) objects one line each."""
+    summary = outcome.summary
+    lines = [headline(outcome), f"Judged: {JUDGED_AS}.", ""]
+    lines += _table(
+        ["RULE", *(o.upper() for o in OUTCOMES)],
+        [[rule, *(counts[o] for o in OUTCOMES)] for rule, counts in summary.by_rule.items()],
+    )
+    lines.append("")
+    lines += _table(
+        ["NAMESPACE", "JUDGED", *(v.upper() for v in VERDICTS)],
+        [
+            [namespace, sum(counts.values()), *(counts[v] for v in VERDICTS)]
+            for namespace, counts in sorted(summary.by_namespace.items())
+        ],
+    )
+    for verdict in ("denied",) if only_denied else LISTED_VERDICTS:
+        found = [f for f in outcome.findings if f.verdict == verdict]
+        if found:
+            lines += ["", f"{verdict.upper()} ({len(found):,}):"]
+            lines += [f"  {f.subject.describe}: {_why(f)}" for f in found]
+    for kind, reason in outcome.unlisted.items():
+        lines += ["", f"not audited: {kind}: {reason}"]
+    lines += ["", closing_line(summary)]
+    return "\n".join(lines) + "\n"
+
+
+def headline(outcome: AuditOutcome) -> str:
+    summary = outcome.summary
+    counts = sorted(summary.object_counts().items(), key=lambda item: item[0] != "Pod")
+    objects = ", ".join(f"{n:,} {kind}{'' if n == 1 else 's'}" for kind, n in counts)
+    scope = outcome.scope
+    where = (
+        "every namespace the webhooks could cover"
+        if scope.all_namespaces
+        else f"{len(scope.namespaces):,} opted-in namespace"
+        + ("" if len(scope.namespaces) == 1 else "s")
+    )
+    return (
+        f"gpu-admission audit of {objects or 'nothing'} in {where} "
+        f"({summary.judged:,} pods and pod templates judged; policy {outcome.policy})"
+    )
+
+
+def closing_line(summary: AuditSummary) -> str:
+    counts = ", ".join(f"{summary.verdicts[v]:,} {v}" for v in VERDICTS)
+    return f"{summary.denied:,} of {summary.judged:,} would be denied ({counts})"
+
+
+def _why(finding: Finding) -> str:
+    if finding.verdict == "denied":
+        return finding.message
+    outcome = {"warned": "warn", "audited": "audit"}.get(finding.verdict)
+    broken = [r for r in finding.rules if r.outcome == outcome]
+    return "; ".join(f"{r.rule}: {'; '.join(r.messages)}" for r in broken)
+
+
+def _table(header: list[str], rows: Iterable[list[Any]]) -> list[str]:
+    cells = [header, *([f"{c:,}" if isinstance(c, int) else str(c) for c in r] for r in rows)]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    return [
+        "  ".join(
+            cell.ljust(width) if i == 0 else cell.rjust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in cells
+    ]

@@ -1,0 +1,196 @@
+"""`serve --audit-interval`: the audit repeated, published as PolicyReports and metrics.
+
+A thread of its own runs ``audit_cluster`` (``webhook.service.audit``) with the engine
+serving now (a reloaded policy included), the first time shortly after start, then
+every interval; reviews keep being answered meanwhile, the audit's pages being judged
+between them. Each run's findings become one PolicyReport per audited namespace
+(``webhook.offline.policy_report``), written only where they changed
+(``webhook.kube.policy_reports``), so replicas that agree write once between them.
+Without the PolicyReport CRD nothing is written and one line says so (again only once
+the CRD comes or goes). A run that fails is logged and counted; the next one comes at
+its time.
+
+Series, on the service's registry (``webhook.http.metrics``):
+
+- ``gpu_admission_audit_rule_results{rule,result}``: judged pods and pod templates by
+  rule and outcome (``pass``, ``fail``, ``warn``, ``audit``, ``skip``) at the last run;
+- ``gpu_admission_audit_verdicts{verdict}``: the same by verdict (``denied``,
+  ``warned``, ``audited``, ``exempted``, ``passed``);
+- ``gpu_admission_audit_runs_total{result}``: runs that ended in ``success`` or ``failure``;
+- ``gpu_admission_audit_last_run_timestamp_seconds`` and
+  ``gpu_admission_audit_duration_seconds``: when the last successful run ended, and
+  what it took.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from webhook.engine import RULES, Engine
+from webhook.engine.inventory import Inventory
+from webhook.kube.policy_reports import publish_policy_reports
+from webhook.offline.audit import OUTCOMES, VERDICTS
+from webhook.offline.policy_report import policy_reports
+from webhook.service.audit import AuditRun, audit_cluster
+
+__all__ = ["DEFAULT_IN_CLUSTER_INTERVAL", "AuditMetrics", "PeriodicAudit"]
+
+log = logging.getLogger("gpu_admission.audit")
+
+DEFAULT_IN_CLUSTER_INTERVAL = 3600.0
+"""Once an hour inside a cluster unless told otherwise: a pod's standing changes with the
+policy and the nodes, both slow, and a run lists every pod."""
+
+FIRST_RUN_AFTER = 30.0
+"""Seconds before the first run (less when the interval is shorter): the live inventory
+syncs meanwhile, and a rollout's replicas do not all list at once."""
+
+STOP_JOIN_TIMEOUT = 5.0
+
+
+class AuditMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.rule_results = Gauge(
+            "gpu_admission_audit_rule_results",
+            "Judged pods and pod templates by rule and outcome at the last audit",
+            ["rule", "result"],
+            registry=registry,
+        )
+        self.verdicts = Gauge(
+            "gpu_admission_audit_verdicts",
+            "Judged pods and pod templates by verdict at the last audit",
+            ["verdict"],
+            registry=registry,
+        )
+        self.runs = Counter(
+            "gpu_admission_audit_runs",
+            "Audits of what runs, by result",
+            ["result"],
+            registry=registry,
+        )
+        self.last_run = Gauge(
+            "gpu_admission_audit_last_run_timestamp_seconds",
+            "When the last successful audit ended",
+            registry=registry,
+        )
+        self.duration = Gauge(
+            "gpu_admission_audit_duration_seconds",
+            "How long the last successful audit took",
+            registry=registry,
+        )
+        for result in ("success", "failure"):
+            self.runs.labels(result)
+
+    def record(self, run: AuditRun, ended: float, seconds: float) -> None:
+        rules = dict.fromkeys(RULES.names) | dict.fromkeys(run.summary.by_rule)
+        for rule in rules:
+            counts = run.summary.by_rule.get(rule)
+            for outcome in OUTCOMES:
+                self.rule_results.labels(rule, outcome).set(counts[outcome] if counts else 0)
+        for verdict in VERDICTS:
+            self.verdicts.labels(verdict).set(run.summary.verdicts[verdict])
+        self.runs.labels("success").inc()
+        self.last_run.set(ended)
+        self.duration.set(seconds)
+
+    def failed(self) -> None:
+        self.runs.labels("failure").inc()
+
+
+class PeriodicAudit:
+    """Audits the cluster behind ``api`` every ``interval`` seconds, in a daemon thread.
+
+    ``engine`` gives the engine serving now; ``inventory``, when given, the live
+    inventory's latest snapshot (else Nodes and PriorityClasses are listed each run)."""
+
+    def __init__(
+        self,
+        api: Any,
+        engine: Callable[[], Engine],
+        interval: float,
+        metrics: AuditMetrics,
+        *,
+        inventory: Callable[[], Inventory] | None = None,
+        first_run_after: float = FIRST_RUN_AFTER,
+    ) -> None:
+        if interval <= 0:
+            raise ValueError(f"the audit interval must be positive: {interval}")
+        self._api = api
+        self._engine = engine
+        self._interval = interval
+        self._metrics = metrics
+        self._inventory = inventory
+        self._first = min(first_run_after, interval)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._publishing: bool | None = None
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("the audit was already started")
+        self._thread = threading.Thread(target=self._loop, name="audit", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = STOP_JOIN_TIMEOUT) -> None:
+        """Ask the thread to stop and wait up to ``timeout`` seconds; a run under way ends
+        at its next page."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        delay = self._first
+        while not self._stop.wait(delay):
+            self.run_once()
+            delay = self._interval
+
+    def run_once(self) -> AuditRun | None:
+        """One audit, published; None when it failed (logged and counted)."""
+        started = time.monotonic()
+        engine = self._engine()
+        try:
+            inventory = None if self._inventory is None else self._inventory()
+            run = audit_cluster(self._api, engine, inventory=inventory)
+            ended = time.time()
+            reports = policy_reports(
+                run.findings, run.namespaces, timestamp=int(ended), policy=engine.policy.source
+            )
+            published = publish_policy_reports(self._api, reports)
+        except Exception as error:  # a run must never end the thread: the next one may work
+            self._metrics.failed()
+            log.warning("audit failed; the next runs at its time", extra={"reason": str(error)})
+            return None
+        seconds = time.monotonic() - started
+        self._metrics.record(run, ended, seconds)
+        self._report_publishing(published is not None)
+        log.info(
+            "audit done",
+            extra={
+                "namespaces": len(run.namespaces),
+                "judged": run.summary.judged,
+                "denied": run.summary.denied,
+                "seconds": round(seconds, 2),
+                "reports_written": len(published.written) if published else 0,
+                "reports_failed": published.failed if published else {},
+                "unlisted": run.unlisted,
+            },
+        )
+        return run
+
+    def _report_publishing(self, publishing: bool) -> None:
+        if publishing == self._publishing:
+            return
+        self._publishing = publishing
+        if publishing:
+            log.info("audit results are published as PolicyReports (wgpolicyk8s.io/v1alpha2)")
+        else:
+            log.info(
+                "the PolicyReport CRD (wgpolicyk8s.io/v1alpha2) is not installed: audit "
+                "results go to metrics only (deploy/audit installs it)"
+            )
