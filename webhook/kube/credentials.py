@@ -45,7 +45,8 @@ __all__ = [
 ]
 
 CONNECT_RETRIES = 1
-"""A refused or timed-out connection is tried once more, then reported: no long loop."""
+"""A refused or timed-out connection is tried once more, then reported: no long loop. A
+read that fails (a TLS handshake or an answer that does not come) is not retried."""
 
 
 class CredentialsError(Exception):
@@ -114,7 +115,7 @@ def resolve_credentials(
             "(KUBERNETES_SERVICE_HOST is not set); give --kubeconfig FILE"
         )
     credentials.configuration.retries = urllib3.Retry(
-        total=3, connect=CONNECT_RETRIES, backoff_factor=0.2
+        total=3, connect=CONNECT_RETRIES, read=0, backoff_factor=0.2
     )
     return credentials
 
