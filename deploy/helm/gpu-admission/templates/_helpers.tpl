@@ -1,0 +1,162 @@
+{{/*
+Names are fixed, as in the kustomize base: `gpu-admission certs rotate` and the
+webhook configurations name them, and one release per cluster is the only sensible
+count (the webhook configurations and PriorityClasses are cluster-scoped).
+*/}}
+
+{{/* The labels Helm's conventions add; selectors never carry them. */}}
+{{- define "gpu-admission.helmLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end -}}
+
+{{/* Every object's labels: the base's, then Helm's. */}}
+{{- define "gpu-admission.labels" -}}
+app.kubernetes.io/name: gpu-admission
+{{ include "gpu-admission.helmLabels" . }}
+{{- end -}}
+
+{{/* The same, for an object of one component (webhook, metrics, cert-rotation). */}}
+{{- define "gpu-admission.componentLabels" -}}
+{{- $root := index . 0 -}}
+app.kubernetes.io/name: gpu-admission
+app.kubernetes.io/component: {{ index . 1 }}
+{{ include "gpu-admission.helmLabels" $root }}
+{{- end -}}
+
+{{/* The replicas: what the Deployment, Services, PDB and NetworkPolicy select. */}}
+{{- define "gpu-admission.selectorLabels" -}}
+app.kubernetes.io/name: gpu-admission
+app.kubernetes.io/component: webhook
+{{- end -}}
+
+{{- define "gpu-admission.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{- define "gpu-admission.selfSigned" -}}
+{{- if eq .Values.certificates.mode "selfSigned" -}}true{{- else if ne .Values.certificates.mode "certManager" -}}
+{{- fail (printf "certificates.mode must be selfSigned or certManager, not %q" .Values.certificates.mode) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Service's DNS names, which the serving certificate must hold. */}}
+{{- define "gpu-admission.serviceNames" -}}
+{{- $ns := .Release.Namespace -}}
+{{- list "gpu-admission" (printf "gpu-admission.%s" $ns) (printf "gpu-admission.%s.svc" $ns) (printf "gpu-admission.%s.svc.cluster.local" $ns) | toJson -}}
+{{- end -}}
+
+{{/*
+Self-generated certificates, decided once per render and kept in a dict so that the
+Secrets and every caBundle agree: what the cluster holds (lookup) when it holds a
+usable pair, otherwise a new CA and serving certificate. On an upgrade the Secrets are
+read back and written unchanged, whatever `certs rotate` has made of them since, and
+the caBundle is the one the configurations already carry (during a CA rotation it
+trusts both CAs) as long as it trusts the current CA. `helm template` has no cluster
+to read: it shows new certificates each time.
+*/}}
+{{- define "gpu-admission.certificates" -}}
+{{- if not (hasKey .Values "__certificates") -}}
+{{- $ns := .Release.Namespace -}}
+{{- $caSecret := lookup "v1" "Secret" $ns "gpu-admission-tls-ca" -}}
+{{- $tlsSecret := lookup "v1" "Secret" $ns "gpu-admission-tls" -}}
+{{- $certs := dict -}}
+{{- if and $caSecret $tlsSecret (index ($caSecret.data | default dict) "ca.crt") (index ($caSecret.data | default dict) "ca.key") (index ($tlsSecret.data | default dict) "tls.crt") (index ($tlsSecret.data | default dict) "tls.key") -}}
+{{- $_ := set $certs "caData" $caSecret.data -}}
+{{- $_ := set $certs "tlsData" $tlsSecret.data -}}
+{{- else -}}
+{{- $self := .Values.certificates.selfSigned -}}
+{{- /* ECDSA P-256, as `gpu-admission install` and `certs rotate` make them: the
+rotation reads these keys back. The CA's name carries its creation time (two CAs
+trusted side by side during a CA rotation must not share a name). */ -}}
+{{- $caName := printf "gpu-admission CA %s" (now | date "2006-01-02T15:04:05Z") -}}
+{{- $ca := genCAWithKey $caName (int $self.caDays) (genPrivateKey "ecdsa") -}}
+{{- $names := concat (include "gpu-admission.serviceNames" . | fromJsonArray) $self.extraDNSNames -}}
+{{- $leafName := printf "gpu-admission.%s.svc" $ns -}}
+{{- $leaf := genSignedCertWithKey $leafName $self.extraIPAddresses $names (int $self.days) $ca (genPrivateKey "ecdsa") -}}
+{{- $_ := set $certs "caData" (dict "ca.crt" ($ca.Cert | b64enc) "ca.key" ($ca.Key | b64enc)) -}}
+{{- $_ := set $certs "tlsData" (dict "tls.crt" ($leaf.Cert | b64enc) "tls.key" ($leaf.Key | b64enc) "ca.crt" ($ca.Cert | b64enc)) -}}
+{{- end -}}
+{{- $caPem := index $certs.caData "ca.crt" | b64dec | trim -}}
+{{- $bundle := index $certs.caData "ca.crt" -}}
+{{- $live := lookup "admissionregistration.k8s.io/v1" "MutatingWebhookConfiguration" "" "gpu-admission" -}}
+{{- range ($live.webhooks | default list) -}}
+{{- $current := .clientConfig.caBundle | default "" -}}
+{{- if and $current (contains $caPem (b64dec $current)) -}}
+{{- $bundle = $current -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set $certs "caBundle" $bundle -}}
+{{- $_ := set .Values "__certificates" $certs -}}
+{{- end -}}
+{{- index .Values "__certificates" | toJson -}}
+{{- end -}}
+
+{{/* A webhook's clientConfig as JSON: the Service (or webhooks.url), and the caBundle. */}}
+{{- define "gpu-admission.clientConfig" -}}
+{{- $root := index . 0 -}}
+{{- $path := index . 1 -}}
+{{- $config := dict -}}
+{{- if $root.Values.webhooks.url -}}
+{{- $_ := set $config "url" (printf "%s%s" (trimSuffix "/" $root.Values.webhooks.url) $path) -}}
+{{- else -}}
+{{- $_ := set $config "service" (dict "name" "gpu-admission" "namespace" $root.Release.Namespace "path" $path "port" 443) -}}
+{{- end -}}
+{{- if include "gpu-admission.selfSigned" $root -}}
+{{- $_ := set $config "caBundle" (include "gpu-admission.certificates" $root | fromJson).caBundle -}}
+{{- end -}}
+{{- toJson $config -}}
+{{- end -}}
+
+{{- define "gpu-admission.namespaceSelector" -}}
+{{- $label := .Values.scope.namespaceLabel -}}
+{{- $excluded := concat (list "kube-system" "kube-node-lease") .Values.scope.excludedNamespaces (list .Release.Namespace) | uniq -}}
+{{- dict "matchExpressions" (list (dict "key" $label.key "operator" "In" "values" (list (toString $label.value))) (dict "key" "kubernetes.io/metadata.name" "operator" "NotIn" "values" $excluded)) | toJson -}}
+{{- end -}}
+
+{{- define "gpu-admission.failurePolicy" -}}
+{{- $root := index . 0 -}}
+{{- $value := index $root.Values.webhooks.failurePolicy (index . 1) | default (index . 2) -}}
+{{- if not (has $value (list "Fail" "Ignore")) -}}
+{{- fail (printf "webhooks.failurePolicy.%s must be Fail or Ignore, not %q" (index . 1) $value) -}}
+{{- end -}}
+{{- $value -}}
+{{- end -}}
+
+{{- define "gpu-admission.timeoutSeconds" -}}
+{{- $root := index . 0 -}}
+{{- $value := index $root.Values.webhooks.timeoutSeconds (index . 1) | default (index . 2) | int -}}
+{{- if or (lt $value 1) (gt $value 30) -}}
+{{- fail (printf "webhooks.timeoutSeconds.%s must be 1 to 30 (kube-apiserver's bounds), not %v" (index . 1) $value) -}}
+{{- end -}}
+{{- $value -}}
+{{- end -}}
+
+{{/* A per-webhook value for a webhook that does not exist is a typo: refuse it. */}}
+{{- define "gpu-admission.checkWebhookKeys" -}}
+{{- $root := index . 0 -}}
+{{- $known := index . 1 -}}
+{{- range $setting := list "failurePolicy" "timeoutSeconds" -}}
+{{- range $key, $_ := index $root.Values.webhooks $setting -}}
+{{- if not (has $key $known) -}}
+{{- fail (printf "webhooks.%s.%s: no such webhook (known: %s)" $setting $key (join ", " $known)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A webhook configuration's metadata as JSON; with cert-manager, the annotation
+that has its CA injector fill in every caBundle. */}}
+{{- define "gpu-admission.webhookMetadata" -}}
+{{- $metadata := dict "name" "gpu-admission" "labels" (include "gpu-admission.labels" . | fromYaml) -}}
+{{- if not (include "gpu-admission.selfSigned" .) -}}
+{{- $_ := set $metadata "annotations" (dict "cert-manager.io/inject-ca-from" (printf "%s/gpu-admission" .Release.Namespace)) -}}
+{{- end -}}
+{{- toJson $metadata -}}
+{{- end -}}
+
+{{- define "gpu-admission.policy" -}}
+{{- .Values.policy | default (.Files.Get "files/policy.yaml") -}}
+{{- end -}}

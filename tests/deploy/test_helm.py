@@ -1,0 +1,412 @@
+"""The Helm chart in deploy/helm/gpu-admission, rendered by the real helm, against the
+kustomize tree rendered by the real kubectl.
+
+Both binaries are the ones the end-to-end harness builds (tests/e2e/build_controlplane.py);
+without them these tests skip, and fail under GPU_ADMISSION_E2E=required. With default
+values `helm template` renders the objects `kubectl kustomize deploy/` does, but for the
+differences deploy/README.md lists (and `normalized` below undoes, one by one).
+tests/e2e/test_helm.py installs, upgrades and uninstalls the chart on a real kube-apiserver.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import os
+import subprocess
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cryptography import x509
+from cryptography.x509.verification import PolicyBuilder, Store
+
+from tests.e2e.build_controlplane import GoToolchainMissing, bin_dir, ensure_binaries
+from webhook.install.chart import CHART, short_name
+from webhook.install.manifests import SYNC_COMMAND, chart_files
+from webhook.policy import load_default_policy
+from webhook.tls.pki import certificates_from_pem
+from webhook.tls.secret_layout import ca_from_secret
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+DEPLOY = REPOSITORY / "deploy"
+CHART_DIR = DEPLOY / CHART
+NAMESPACE = "gpu-admission"
+SERVICE_DNS = f"gpu-admission.{NAMESPACE}.svc"
+HELM_LABELS = {
+    "helm.sh/chart",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/managed-by",
+    "app.kubernetes.io/version",
+}
+
+Objects = list[dict[str, Any]]
+
+
+def built(name: str) -> Path:
+    """A binary the e2e harness builds; built here only when e2e is required."""
+    binary = bin_dir() / name
+    if binary.is_file():
+        return binary
+    if os.environ.get("GPU_ADMISSION_E2E", "").strip().lower() != "required":
+        pytest.skip(f"no {name} at {binary}; `python -m tests.e2e.build_controlplane` builds it")
+    try:
+        return ensure_binaries() / name
+    except GoToolchainMissing as error:
+        pytest.fail(f"GPU_ADMISSION_E2E=required but {error}", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    return built("helm")
+
+
+@pytest.fixture(scope="module")
+def kubectl() -> Path:
+    return built("kubectl")
+
+
+def run(command: list[str | Path], check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [str(c) for c in command], capture_output=True, text=True, timeout=120, check=False
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"{' '.join(map(str, command))} failed:\n{result.stderr}")
+    return result
+
+
+def template(helm: Path, *args: str) -> Objects:
+    output = run([helm, "template", "gpu-admission", CHART_DIR, "--namespace", NAMESPACE, *args])
+    return [o for o in yaml.safe_load_all(output.stdout) if o]
+
+
+def sets(*assignments: str) -> list[str]:
+    """`--set` before each of `assignments`."""
+    return [arg for assignment in assignments for arg in ("--set", assignment)]
+
+
+def kustomize(kubectl: Path, directory: Path) -> Objects:
+    output = run([kubectl, "kustomize", directory])
+    return [o for o in yaml.safe_load_all(output.stdout) if o]
+
+
+def by_key(objects: Objects) -> dict[tuple[str, str], dict[str, Any]]:
+    keyed = {(o["kind"], o["metadata"]["name"]): o for o in objects}
+    assert len(keyed) == len(objects), "two objects share a kind and a name"
+    return keyed
+
+
+def one(objects: Objects, kind: str, name: str = "gpu-admission") -> dict[str, Any]:
+    return by_key(objects)[(kind, name)]
+
+
+def normalized(chart: Objects, kustomized: Objects) -> tuple[dict[Any, Any], dict[Any, Any]]:
+    """Both renderings with the documented differences taken out."""
+    chart = copy.deepcopy(chart)
+    kustomized = copy.deepcopy(kustomized)
+    # 1. The chart does not create its namespace (Helm installs into an existing one).
+    kustomized = [o for o in kustomized if o["kind"] != "Namespace"]
+    # 2. The chart makes the certificate Secrets `gpu-admission install` makes.
+    chart = [o for o in chart if o["kind"] != "Secret"]
+    for obj in chart:
+        # 3. Helm's labels, on the objects' metadata only (never on a selector).
+        labels = obj["metadata"].get("labels", {})
+        for label in HELM_LABELS:
+            labels.pop(label, None)
+        # 4. The caBundle the chart fills in.
+        for hook in obj.get("webhooks", []):
+            hook["clientConfig"].pop("caBundle", None)
+        # 5. The policy's checksum rolls the Deployment, where kustomize hashes the name.
+        if obj["kind"] == "Deployment":
+            del obj["spec"]["template"]["metadata"]["annotations"]["checksum/policy"]
+            if not obj["spec"]["template"]["metadata"]["annotations"]:
+                del obj["spec"]["template"]["metadata"]["annotations"]
+    for obj in kustomized:
+        if obj["kind"] == "ConfigMap" and obj["metadata"]["name"].startswith(
+            "gpu-admission-policy-"
+        ):
+            obj["metadata"]["name"] = "gpu-admission-policy"
+        if obj["kind"] == "Deployment":
+            for volume in obj["spec"]["template"]["spec"]["volumes"]:
+                if "configMap" in volume:
+                    volume["configMap"]["name"] = "gpu-admission-policy"
+    return by_key(chart), by_key(kustomized)
+
+
+# -- the chart as a chart ---------------------------------------------------------
+
+
+def test_helm_lint_passes_strict(helm: Path) -> None:
+    result = run([helm, "lint", "--strict", CHART_DIR, "--namespace", NAMESPACE])
+
+    assert "0 chart(s) failed" in result.stdout
+
+
+@pytest.mark.parametrize("generated", chart_files(DEPLOY), ids=lambda g: str(g.path))
+def test_each_generated_file_of_the_chart_is_what_the_package_generates(generated: Any) -> None:
+    path = DEPLOY / generated.path
+
+    assert path.is_file(), f"{path} is missing: run `{SYNC_COMMAND}` in the repository root"
+    assert path.read_text("utf-8") == generated.text, f"{path} is stale: run `{SYNC_COMMAND}`"
+
+
+def test_the_app_version_is_the_packages_version() -> None:
+    chart = yaml.safe_load((CHART_DIR / "Chart.yaml").read_text())
+    project = tomllib.loads((REPOSITORY / "pyproject.toml").read_text())["project"]
+
+    assert chart["appVersion"] == project["version"]
+
+
+def test_the_default_scope_label_is_the_default_policys_opt_in() -> None:
+    values = yaml.safe_load((CHART_DIR / "values.yaml").read_text())
+    key, value = load_default_policy().namespace_opt_in
+
+    assert values["scope"]["namespaceLabel"] == {"key": key, "value": value}
+
+
+# -- equivalence with the kustomize tree -------------------------------------------
+
+
+def test_default_values_render_what_kustomize_renders_but_the_documented_differences(
+    helm: Path, kubectl: Path
+) -> None:
+    chart, kustomized = normalized(template(helm), kustomize(kubectl, DEPLOY))
+
+    assert sorted(chart) == sorted(kustomized)
+    for key, obj in kustomized.items():
+        assert chart[key] == obj, key
+
+
+def test_cert_manager_mode_renders_what_the_cert_manager_overlay_renders(
+    helm: Path, kubectl: Path
+) -> None:
+    chart, kustomized = normalized(
+        template(helm, "--set", "certificates.mode=certManager"),
+        kustomize(kubectl, DEPLOY / "overlays" / "cert-manager"),
+    )
+
+    assert sorted(chart) == sorted(kustomized)
+    for key, obj in kustomized.items():
+        assert chart[key] == obj, key
+
+
+def test_monitoring_renders_the_objects_of_deploy_monitoring(helm: Path) -> None:
+    objects = template(
+        helm, *sets("monitoring.serviceMonitor.enabled=true", "monitoring.alerts.enabled=true")
+    )
+    chart, _ = normalized(objects, [])
+
+    for name, kind in (
+        ("servicemonitor.yaml", "ServiceMonitor"),
+        ("alerts.yaml", "PrometheusRule"),
+    ):
+        expected = yaml.safe_load((DEPLOY / "monitoring" / name).read_text())
+        assert chart[(kind, "gpu-admission")] == expected
+
+
+def test_monitoring_is_off_by_default(helm: Path) -> None:
+    kinds = {o["kind"] for o in template(helm)}
+
+    assert not kinds & {"ServiceMonitor", "PrometheusRule"}
+
+
+# -- values -----------------------------------------------------------------------------
+
+
+def webhooks(objects: Objects) -> dict[str, dict[str, Any]]:
+    return {
+        hook["name"]: hook
+        for obj in objects
+        if obj["kind"].endswith("WebhookConfiguration")
+        for hook in obj["webhooks"]
+    }
+
+
+def test_failure_policy_and_timeout_are_set_per_webhook_by_the_first_label_of_its_name(
+    helm: Path,
+) -> None:
+    hooks = webhooks(
+        template(
+            helm,
+            *sets(
+                "webhooks.failurePolicy.validate-workloads=Ignore",
+                "webhooks.timeoutSeconds.mutate=7",
+            ),
+        )
+    )
+    defaults = webhooks(template(helm))
+
+    for name, hook in hooks.items():
+        changed_policy = short_name(name) == "validate-workloads"
+        changed_timeout = short_name(name) == "mutate"
+        assert hook["failurePolicy"] == (
+            "Ignore" if changed_policy else defaults[name]["failurePolicy"]
+        )
+        assert hook["timeoutSeconds"] == (7 if changed_timeout else 3)
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("webhooks.failurePolicy.mutat=Ignore", "webhooks.failurePolicy.mutat: no such webhook"),
+        ("webhooks.failurePolicy.mutate=Open", "must be Fail or Ignore"),
+        ("webhooks.timeoutSeconds.validate=31", "must be 1 to 30"),
+        ("certificates.mode=vault", "certificates.mode must be selfSigned or certManager"),
+    ],
+)
+def test_a_wrong_value_is_refused_with_a_message_naming_it(
+    helm: Path, setting: str, message: str
+) -> None:
+    result = run([helm, "template", "gpu-admission", CHART_DIR, "--set", setting], check=False)
+
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+def test_scope_sets_every_webhooks_namespace_selector_and_always_excludes_its_own(
+    helm: Path,
+) -> None:
+    scope = sets(
+        "scope.namespaceLabel.key=example.com/gpu",
+        "scope.namespaceLabel.value=on",
+        "scope.excludedNamespaces={batch-legacy}",
+    )
+    hooks = webhooks(template(helm, "--namespace", "platform", *scope))
+
+    for hook in hooks.values():
+        assert hook["namespaceSelector"] == {
+            "matchExpressions": [
+                {"key": "example.com/gpu", "operator": "In", "values": ["on"]},
+                {
+                    "key": "kubernetes.io/metadata.name",
+                    "operator": "NotIn",
+                    "values": ["kube-system", "kube-node-lease", "batch-legacy", "platform"],
+                },
+            ]
+        }
+        assert hook["clientConfig"]["service"]["namespace"] == "platform"
+
+
+def test_a_url_replaces_the_service_in_every_webhook(helm: Path) -> None:
+    hooks = webhooks(template(helm, "--set", "webhooks.url=https://10.1.2.3:9443/"))
+
+    for hook in hooks.values():
+        assert "service" not in hook["clientConfig"]
+        assert hook["clientConfig"]["url"] in {
+            "https://10.1.2.3:9443/mutate",
+            "https://10.1.2.3:9443/validate",
+        }
+
+
+def test_image_replicas_resources_and_priority_class_are_values(helm: Path) -> None:
+    objects = template(
+        helm,
+        *sets(
+            "image.repository=registry.example/gpu-admission",
+            "image.tag=1.2.3",
+            "image.pullPolicy=Always",
+            "replicas=5",
+            "resources.limits.memory=512Mi",
+            "priorityClassName=platform-critical",
+        ),
+    )
+    deployment = one(objects, "Deployment")
+    [serve] = deployment["spec"]["template"]["spec"]["containers"]
+    rotation = one(objects, "CronJob", "gpu-admission-cert-rotation")
+    [rotate] = rotation["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+
+    assert deployment["spec"]["replicas"] == 5
+    assert deployment["spec"]["template"]["spec"]["priorityClassName"] == "platform-critical"
+    assert serve["resources"]["limits"] == {"cpu": "1", "memory": "512Mi"}
+    for container in (serve, rotate):
+        assert container["image"] == "registry.example/gpu-admission:1.2.3"
+        assert container["imagePullPolicy"] == "Always"
+
+
+def test_the_pdb_priority_classes_and_network_policy_can_be_left_out(helm: Path) -> None:
+    objects = template(
+        helm,
+        *sets(
+            "podDisruptionBudget.enabled=false",
+            "priorityClasses.create=false",
+            "networkPolicy.enabled=false",
+        ),
+    )
+
+    kinds = {o["kind"] for o in objects}
+    assert not kinds & {"PodDisruptionBudget", "PriorityClass", "NetworkPolicy"}
+
+
+def test_a_policy_file_replaces_the_default_and_rolls_the_replicas(
+    helm: Path, tmp_path: Path
+) -> None:
+    policy = REPOSITORY / "policies" / "overflow.yaml"
+    default = template(helm)
+    objects = template(helm, "--set-file", f"policy={policy}")
+
+    config_map = one(objects, "ConfigMap", "gpu-admission-policy")
+    assert config_map["data"]["policy.yaml"].strip() == policy.read_text().strip()
+
+    def checksum(rendered: Objects) -> str:
+        annotations = one(rendered, "Deployment")["spec"]["template"]["metadata"]["annotations"]
+        return str(annotations["checksum/policy"])
+
+    assert checksum(objects) != checksum(default)
+
+
+# -- self-generated certificates ---------------------------------------------------------
+
+
+def secret(objects: Objects, name: str) -> dict[str, bytes]:
+    data = one(objects, "Secret", name)["data"]
+    return {key: base64.b64decode(value) for key, value in data.items()}
+
+
+def test_the_ca_bundle_verifies_the_generated_serving_certificate_for_the_service(
+    helm: Path,
+) -> None:
+    objects = template(helm)
+    serving = secret(objects, "gpu-admission-tls")
+    leaf = x509.load_pem_x509_certificate(serving["tls.crt"])
+
+    for hook in webhooks(objects).values():
+        trusted = certificates_from_pem(base64.b64decode(hook["clientConfig"]["caBundle"]))
+        verifier = (
+            PolicyBuilder().store(Store(trusted)).build_server_verifier(x509.DNSName(SERVICE_DNS))
+        )
+        verifier.verify(leaf, [])
+
+
+def test_the_generated_ca_is_one_certs_rotate_can_issue_the_next_leaf_with(helm: Path) -> None:
+    objects = template(helm)
+
+    ca = ca_from_secret(secret(objects, "gpu-admission-tls-ca"))
+
+    assert secret(objects, "gpu-admission-tls")["ca.crt"] == ca.cert_pem()
+    assert one(objects, "Secret", "gpu-admission-tls")["type"] == "kubernetes.io/tls"
+
+
+def test_extra_names_and_addresses_go_into_the_serving_certificate(helm: Path) -> None:
+    objects = template(
+        helm,
+        *sets(
+            "certificates.selfSigned.extraIPAddresses={127.0.0.1}",
+            "certificates.selfSigned.extraDNSNames={webhook.example}",
+        ),
+    )
+    leaf = x509.load_pem_x509_certificate(secret(objects, "gpu-admission-tls")["tls.crt"])
+    names = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+
+    assert "webhook.example" in names.get_values_for_type(x509.DNSName)
+    assert SERVICE_DNS in names.get_values_for_type(x509.DNSName)
+    assert [str(ip) for ip in names.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+
+
+def test_cert_manager_mode_makes_no_secret_and_no_ca_bundle(helm: Path) -> None:
+    objects = template(helm, "--set", "certificates.mode=certManager")
+
+    assert "Secret" not in {o["kind"] for o in objects}
+    for hook in webhooks(objects).values():
+        assert "caBundle" not in hook["clientConfig"]

@@ -1,0 +1,130 @@
+"""The generated parts of the Helm chart in deploy/helm/gpu-admission.
+
+The chart must not drift from the kustomize tree, and its webhook configurations
+must not be a hand-written copy of their CEL. So, like ``base/webhooks.yaml``, the
+chart's ``templates/webhooks.yaml`` is written from
+:func:`webhook.install.configurations.render_webhook_configurations`: the rendered
+objects are kept as they are, except for the fields a value of the chart decides,
+which become template expressions (helpers in ``templates/_helpers.tpl``):
+
+- ``metadata``: the name, the chart's labels, and cert-manager's CA-injection
+  annotation when the certificates come from cert-manager;
+- ``clientConfig``: the Service in the release's namespace (or ``webhooks.url``)
+  and, with self-generated certificates, the ``caBundle``;
+- ``namespaceSelector``: ``scope.namespaceLabel`` and ``scope.excludedNamespaces``,
+  the release's namespace always excluded;
+- ``failurePolicy`` and ``timeoutSeconds``: a value per webhook, keyed by the
+  first label of its name (``mutate``, ``validate-unclassed``, ...), the rendered
+  value by default.
+
+Everything else (rules, selectors, CEL) is literal text. The default policy and
+the alert rules are copied into ``files/``, which Helm reads without templating
+(the alerts hold Prometheus' own ``{{ }}`` templates).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from webhook.install.configurations import Endpoint, render_webhook_configurations
+from webhook.install.names import APP_LABELS, NAMESPACE, SERVICE
+from webhook.policy import Policy
+
+CHART = Path("helm/gpu-admission")
+"""The chart's directory, relative to deploy/."""
+
+_PLACEHOLDER = re.compile(r"'?@@(\d+)@@'?")
+
+
+class _Template:
+    """Template expressions put in place of values: each value is a placeholder
+    while the object is dumped as YAML, then replaced by its expression."""
+
+    def __init__(self) -> None:
+        self.expressions: list[str] = []
+
+    def expression(self, text: str) -> str:
+        self.expressions.append(text)
+        return f"@@{len(self.expressions) - 1}@@"
+
+    def fill(self, dumped: str) -> str:
+        literal = _PLACEHOLDER.sub("", dumped)
+        if "{{" in literal or "}}" in literal:
+            # Helm would evaluate it: a rendered CEL expression must never hold braces
+            # that read as a template action.
+            raise ValueError("rendered webhook configurations hold '{{' or '}}'")
+        return _PLACEHOLDER.sub(lambda m: self.expressions[int(m.group(1))], dumped)
+
+
+def short_name(webhook: str) -> str:
+    """The key of a webhook in the chart's per-webhook values: its name's first label."""
+    return webhook.split(".", 1)[0]
+
+
+def _templated_hook(hook: dict[str, Any], template: _Template) -> dict[str, Any]:
+    key = short_name(hook["name"])
+    path = hook["clientConfig"]["service"]["path"]
+    templated = dict(hook)
+    templated["clientConfig"] = template.expression(
+        f'{{{{ include "gpu-admission.clientConfig" (list . {json.dumps(path)}) }}}}'
+    )
+    templated["namespaceSelector"] = template.expression(
+        '{{ include "gpu-admission.namespaceSelector" . }}'
+    )
+    templated["failurePolicy"] = template.expression(
+        f'{{{{ include "gpu-admission.failurePolicy" '
+        f"(list . {json.dumps(key)} {json.dumps(hook['failurePolicy'])}) }}}}"
+    )
+    templated["timeoutSeconds"] = template.expression(
+        f'{{{{ include "gpu-admission.timeoutSeconds" '
+        f"(list . {json.dumps(key)} {hook['timeoutSeconds']}) }}}}"
+    )
+    return templated
+
+
+def webhooks_template(policy: Policy, header: str) -> str:
+    """templates/webhooks.yaml: both configurations, values put in as described above."""
+    endpoint = Endpoint(ca_bundle="", service_name=SERVICE, service_namespace=NAMESPACE)
+    configurations = render_webhook_configurations(policy, endpoint, own_namespace=NAMESPACE)
+    keys = [short_name(h["name"]) for c in configurations for h in c["webhooks"]]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"two webhooks share a first label: {keys}")
+    template = _Template()
+    documents = []
+    for configuration in configurations:
+        templated = dict(configuration)
+        if configuration["metadata"] != {"name": "gpu-admission", "labels": dict(APP_LABELS)}:
+            raise ValueError(f"unexpected metadata: {configuration['metadata']}")
+        templated["metadata"] = template.expression(
+            '{{ include "gpu-admission.webhookMetadata" . }}'
+        )
+        templated["webhooks"] = [_templated_hook(h, template) for h in configuration["webhooks"]]
+        documents.append(templated)
+    dumped = yaml.safe_dump_all(
+        documents, sort_keys=False, default_flow_style=False, explicit_start=True, width=100
+    )
+    # A value for a webhook that does not exist is a typo: refused rather than ignored.
+    check = (
+        '{{- include "gpu-admission.checkWebhookKeys" '
+        f"(list . (list {' '.join(json.dumps(k) for k in keys)})) }}}}\n"
+    )
+    return header + check + template.fill(dumped)
+
+
+def alerts_rules(alerts_text: str) -> str:
+    """files/prometheus-rules.yaml: the ``spec`` of deploy/monitoring/alerts.yaml, comments
+    kept, for the chart's PrometheusRule to read with ``.Files.Get`` (never templated)."""
+    lines = alerts_text.splitlines(keepends=True)
+    try:
+        start = lines.index("spec:\n") + 1
+    except ValueError:
+        raise ValueError("deploy/monitoring/alerts.yaml has no top-level 'spec:'") from None
+    body = lines[start:]
+    if not all(line.startswith("  ") or not line.strip() for line in body):
+        raise ValueError("deploy/monitoring/alerts.yaml has a top-level key after 'spec:'")
+    return "".join(line[2:] if line.strip() else "\n" for line in body)
