@@ -8,7 +8,7 @@ so a requirement on it gives UNKNOWN. Terms are ORed, requirements ANDed.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +41,8 @@ class Reach:
         return self.reachable is not False
 
 
-def reach_of(policy: Policy, pod: PodView) -> list[Reach]:
+def reach_of(policy: Policy, pod: PodView, kinds: Iterable[NodeKind] | None = None) -> list[Reach]:
+    """How the pod reaches each of `kinds` (every kind the policy knows by default)."""
     known_keys = policy.node_label_keys
     return [
         Reach(
@@ -49,7 +50,7 @@ def reach_of(policy: Policy, pod: PodView) -> list[Reach]:
             selected=selects(pod, kind.labels, known_keys),
             untolerated=tuple(t for t in kind.taints if not tolerated(pod.tolerations, t)),
         )
-        for kind in policy.node_kinds
+        for kind in (policy.node_kinds if kinds is None else kinds)
     ]
 
 

@@ -33,6 +33,7 @@ from webhook.engine.decision import (
 )
 from webhook.engine.inventory import UNKNOWN, Inventory
 from webhook.engine.mutate import created_pod, isolate_ephemeral_containers, mutate_pod
+from webhook.engine.placement_index import PlacementIndex
 from webhook.engine.pod import PodView, read_pod
 from webhook.engine.request import AdmissionRequest, refusal
 from webhook.engine.rules import RULES, Findings, Registry, RuleContext
@@ -51,6 +52,7 @@ class Engine:
         self.policy = policy
         self.rules = rules
         self.kinds = template_kinds(policy)
+        self.placement = PlacementIndex.of(policy)
         self._seen: tuple[Inventory, CapacityNow] = (UNKNOWN, STATIC)
 
     def capacity(self, inventory: Inventory) -> CapacityNow:
@@ -121,7 +123,7 @@ class Engine:
     def findings(self, pod: PodView, now: CapacityNow = STATIC) -> Findings:
         """What the rules find in the pod: its violations, each with the mode the policy
         gives its rule for the pod, and every rule's outcome."""
-        return self.rules.judge(RuleContext.of(self.policy, pod, now))
+        return self.rules.judge(RuleContext.of(self.policy, pod, now, self.placement))
 
     def rule_outcomes(self, pod: PodView, now: CapacityNow = STATIC) -> tuple[RuleOutcome, ...]:
         """Every rule's outcome for the pod: pass, fail, warn, audit or skip."""

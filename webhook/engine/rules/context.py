@@ -12,6 +12,7 @@ import enum
 from dataclasses import dataclass
 
 from webhook.engine.capacity_now import CapacityNow
+from webhook.engine.placement_index import PlacementIndex
 from webhook.engine.pod import PodView
 from webhook.engine.resources import pod_requests_gpu
 from webhook.policy.compiled import Policy, WorkloadClass
@@ -48,9 +49,13 @@ class RuleContext:
     """The class the label names; None without a label, or when it names no class."""
     standing: Standing
     now: CapacityNow
+    placement: PlacementIndex
+    """The policy's kinds of node, indexed: which ones the pod can possibly reach."""
 
     @classmethod
-    def of(cls, policy: Policy, pod: PodView, now: CapacityNow) -> RuleContext:
+    def of(
+        cls, policy: Policy, pod: PodView, now: CapacityNow, placement: PlacementIndex
+    ) -> RuleContext:
         label = pod.labels.get(policy.workload_label)
         workload = policy.classes.get(label) if label is not None else None
         if workload is not None:
@@ -61,7 +66,7 @@ class RuleContext:
             standing = Standing.NO_CLASS_WITH_GPU
         else:
             standing = Standing.NO_CLASS_NO_GPU
-        return cls(policy, pod, label, workload, standing, now)
+        return cls(policy, pod, label, workload, standing, now, placement)
 
     @property
     def known_class(self) -> WorkloadClass:

@@ -22,7 +22,7 @@ MODEL = "gpu-model"
 
 def check_class_placement(context: RuleContext) -> list[Violation]:
     policy, pod, workload = context.policy, context.pod, context.known_class
-    reach = reach_of(policy, pod)
+    reach = reach_of(policy, pod, context.placement.candidates(pod, workload.name))
     violations = []
     wrong = _pools_where(reach, lambda r: r.kind.pool not in workload.pools and r.possibly)
     for pool in wrong:
@@ -67,7 +67,8 @@ def check_model(context: RuleContext) -> list[Violation]:
 
 def check_non_gpu_placement(context: RuleContext) -> list[Violation]:
     policy = context.policy
-    pools = _pools_where(reach_of(policy, context.pod), lambda r: r.possibly)
+    kinds = context.placement.candidates(context.pod)
+    pools = _pools_where(reach_of(policy, context.pod, kinds), lambda r: r.possibly)
     if not pools:
         return []
     tolerated = [t.describe() for p in pools for t in policy.pools[p].taints]
