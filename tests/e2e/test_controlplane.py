@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from . import dra
 from .build_controlplane import pinned_kubernetes_version
 from .controlplane import ControlPlane
 from .nodes import NodeSpec, nodes_in_pool
@@ -104,3 +105,83 @@ def test_a_pod_asking_nine_gpus_stays_pending_as_unschedulable(
     assert "Insufficient nvidia.com/gpu" in event["message"]
     assert pod["status"]["phase"] == "Pending"
     assert "nodeName" not in pod["spec"]
+
+
+@pytest.fixture
+def dra_gpus(controlplane: ControlPlane, gpu_fleet: list[NodeSpec]) -> Iterator[dict[str, str]]:
+    """Two whole A100s on one inference node and MIG devices on another, published
+    through DRA; withdrawn afterwards so no other test sees them."""
+    whole, sliced = nodes_in_pool("inference", gpu_fleet)[-1], nodes_in_pool("inference")[0]
+    a100 = ("NVIDIA A100-SXM4-40GB", "Ampere")
+    dra.publish(
+        controlplane,
+        [
+            *dra.device_classes(),
+            dra.resource_slice(whole, dra.whole_gpus(2, *a100, "40Gi")),
+            dra.resource_slice(sliced, dra.mig_devices(4, "1g.5gb", 7, *a100, "5Gi")),
+        ],
+    )
+    yield {"gpu": whole, "mig": sliced}
+    for node in (whole, sliced):
+        dra.withdraw(controlplane, node)
+    controlplane.delete("deviceclass", [dra.GPU_CLASS, dra.MIG_CLASS])
+
+
+def claiming_pod(name: str, device_class: str, count: int, selector: str | None = None) -> str:
+    """A pod whose container claims ``count`` devices of ``device_class`` through a
+    ResourceClaimTemplate of its own."""
+    request: dict[str, object] = {"deviceClassName": device_class, "count": count}
+    if selector is not None:
+        request["selectors"] = [{"cel": {"expression": selector}}]
+    template = {
+        "apiVersion": dra.RESOURCE_API,
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpus", "exactly": request}]}}},
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "tolerations": [{"key": "gpu-pool", "operator": "Exists"}],
+            "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": name}],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.example/serve:1",
+                    "resources": {"claims": [{"name": "gpus"}]},
+                }
+            ],
+        },
+    }
+    return f"{json.dumps(template)}\n---\n{json.dumps(pod)}"
+
+
+def test_gpu_claims_are_allocated_from_published_resource_slices(
+    controlplane: ControlPlane, dra_gpus: dict[str, str], namespace: str
+) -> None:
+    profile = f"device.attributes['{dra.DRIVER}'].profile == '1g.5gb'"
+    controlplane.apply(claiming_pod("two-gpus", dra.GPU_CLASS, 2), namespace=namespace)
+    controlplane.apply(claiming_pod("one-slice", dra.MIG_CLASS, 1, profile), namespace=namespace)
+
+    assert controlplane.wait_for_binding(namespace, "two-gpus", timeout=60) == dra_gpus["gpu"]
+    assert controlplane.wait_for_binding(namespace, "one-slice", timeout=60) == dra_gpus["mig"]
+    claims = controlplane.list_json("resourceclaims", namespace)
+    allocated = sorted(
+        result["device"]
+        for claim in claims
+        for result in claim["status"]["allocation"]["devices"]["results"]
+    )
+    assert allocated == ["gpu-0", "gpu-1", "gpu-4-mig-1g-5gb-0"]
+
+
+def test_a_claim_for_more_gpus_than_any_slice_holds_stays_pending(
+    controlplane: ControlPlane, dra_gpus: dict[str, str], namespace: str
+) -> None:
+    controlplane.apply(claiming_pod("three-gpus", dra.GPU_CLASS, 3), namespace=namespace)
+
+    event = controlplane.wait_for_event(namespace, "three-gpus", "FailedScheduling", timeout=60)
+
+    assert "cannot allocate all claims" in event["message"]
+    assert "nodeName" not in controlplane.get_json("pod", "three-gpus", namespace)["spec"]
