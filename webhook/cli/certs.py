@@ -16,7 +16,11 @@ import sys
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from webhook.cli.cluster_options import add_cluster_options, run_against_cluster
+from webhook.cli.cluster_options import (
+    CREDENTIALS_HELP,
+    add_cluster_options,
+    run_against_cluster,
+)
 from webhook.install.names import APP_LABELS, WEBHOOK_CONFIGURATION
 from webhook.tls.files import existing_ca, write_key_pair
 from webhook.tls.pki import (
@@ -183,7 +187,8 @@ def _add_rotate(commands: Commands) -> None:
         "rotate",
         help="renew the serving certificate in its Secret and update the caBundles",
         description="Renew the leaf in the Secret when less than --threshold of its life is "
-        "left (or with --force), and make every gpu-admission webhook caBundle trust its CA.",
+        "left (or with --force), and make every gpu-admission webhook caBundle trust its CA. "
+        + CREDENTIALS_HELP,
         epilog=ROTATE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
