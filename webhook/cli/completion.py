@@ -94,8 +94,9 @@ def _value_completion(action: argparse.Action) -> Completion:
     return ""
 
 
-def bash_script(prog: str, specs: list[CommandSpec]) -> str:
-    """A bash completion function for `prog` and the `complete` line registering it."""
+def bash_script(prog: str, specs: list[CommandSpec], preamble: tuple[str, ...] = ()) -> str:
+    """A bash completion function for `prog` and the `complete` line registering it;
+    `preamble` opens the function's body."""
     # A command is keyed by its path and a word, space-separated: " check", "policy test".
     commands = [f'"{spec.path} {name}"' for spec in specs for name in spec.subcommands]
     value_options = [f'"{spec.path} {option}"' for spec in specs for option in spec.values]
@@ -119,6 +120,7 @@ def bash_script(prog: str, specs: list[CommandSpec]) -> str:
         f"# {prog} completion for bash, made by `{prog} completion bash`.",
         f"# Load it with: source <({prog} completion bash)",
         f"{FUNCTION}() {{",
+        *(f"    {line}" for line in preamble),
         '    local cur="${COMP_WORDS[COMP_CWORD]}" prev="" command="" words="" i',
         '    (( COMP_CWORD > 0 )) && prev="${COMP_WORDS[COMP_CWORD-1]}"',
         "    local IFS=$'\\n'",
@@ -152,14 +154,17 @@ def bash_script(prog: str, specs: list[CommandSpec]) -> str:
 
 
 def zsh_script(prog: str, specs: list[CommandSpec]) -> str:
-    """The bash function, run by zsh's bash completion layer."""
+    """The bash function, run by zsh's bash completion layer (which gives it bash's
+    COMP_WORDS and COMP_CWORD, counted from 0 as with ksh_arrays; zsh filters the
+    words offered by what is typed)."""
+    function = bash_script(prog, specs, ("setopt local_options ksh_arrays",))
     return "\n".join(
         [
             f"# {prog} completion for zsh, made by `{prog} completion zsh`.",
             f"# Load it with: source <({prog} completion zsh), after compinit.",
             "autoload -U +X compinit && { (( $+functions[compdef] )) || compinit; }",
             "autoload -U +X bashcompinit && bashcompinit",
-            bash_script(prog, specs).split("\n", 2)[2],
+            function.split("\n", 2)[2],
         ]
     )
 
