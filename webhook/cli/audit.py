@@ -2,27 +2,27 @@
 
 Exit status: 0 when nothing would be denied, 1 when something would, 2 on a usage
 error, a policy that cannot serve, or a cluster that cannot be read (Pods included).
-Also `serve --audit-interval`, the same audit repeated by the service.
+`serve --audit-interval` (webhook.cli.audit_options) repeats the same audit in the service.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from webhook.cli.cluster_options import CREDENTIALS_HELP, add_cluster_options, fail
 from webhook.cli.policy_option import load_engine
 from webhook.engine import Engine
 from webhook.engine.templates import POD, TemplateKind
 from webhook.errors import PolicyError
 from webhook.install.names import DEPLOYMENT, NAMESPACE
-from webhook.kube.api_errors import ApiException, api_error_message
-from webhook.kube.client import api_client
+from webhook.kube.api_errors import CLUSTER_ERRORS, cluster_error_message
+from webhook.kube.client import api_client, check_reachable
+from webhook.kube.credentials import CredentialsError
 from webhook.kube.listing import PAGE_SIZE, installed_policy
 from webhook.offline.audit import Finding
 from webhook.offline.audit_report import AuditOutcome, AuditScope, audit_data, audit_text
@@ -30,9 +30,10 @@ from webhook.offline.yaml_text import dump_yaml
 from webhook.policy import load_policy_text
 from webhook.service.audit import audit_cluster
 
-__all__ = ["add_audit_commands", "add_audit_interval_option", "audit_interval"]
+__all__ = ["add_audit_commands"]
 
 OK, DENIED, USAGE = 0, 1, 2
+COMMAND = "audit"
 OUTPUTS = ("text", "json", "yaml")
 
 EPILOG = f"""\
@@ -53,15 +54,10 @@ def add_audit_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     audit = commands.add_parser(
         "audit",
         help="judge the pods and workloads already running, as the webhooks would",
-        epilog=EPILOG,
+        epilog=f"{EPILOG}{CREDENTIALS_HELP}\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    audit.add_argument(
-        "--kubeconfig",
-        type=Path,
-        help="cluster to audit (default: $KUBECONFIG, else ~/.kube/config, else the "
-        "in-cluster service account)",
-    )
+    add_cluster_options(audit)
     audit.add_argument(
         "--all-namespaces",
         "-A",
@@ -85,10 +81,11 @@ def add_audit_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
 
 def _audit(args: argparse.Namespace) -> int:
     try:
-        api = api_client(_kubeconfig(args.kubeconfig))
-    except Exception as error:  # the client raises several kinds for a bad configuration
-        return _usage_error(f"no Kubernetes client: {error}")
+        api = api_client(args.kubeconfig, args.context)
+    except CredentialsError as error:
+        return fail(COMMAND, str(error), USAGE)
     try:
+        check_reachable(api)
         engine = _engine(api, args)
         progress = _Progress(enabled=not args.quiet)
         run = audit_cluster(
@@ -99,12 +96,10 @@ def _audit(args: argparse.Namespace) -> int:
             listed=progress,
         )
         progress.done()
-    except PolicyError as error:
-        return _usage_error(str(error))
-    except ApiException as error:
-        return _usage_error(f"cannot read the cluster: {api_error_message(error)}")
-    except LookupError as error:
-        return _usage_error(str(error))
+    except (PolicyError, LookupError) as error:
+        return fail(COMMAND, str(error), USAGE)
+    except CLUSTER_ERRORS as error:
+        return fail(COMMAND, cluster_error_message(error, str(api.configuration.host)), USAGE)
     finally:
         api.close()
     outcome = AuditOutcome(
@@ -116,7 +111,7 @@ def _audit(args: argparse.Namespace) -> int:
     )
     sys.stdout.write(_render(outcome, args.output, args.only_denied))
     if POD.kind in run.unlisted:
-        return _usage_error(f"Pods could not be listed: {run.unlisted[POD.kind]}")
+        return fail(COMMAND, f"Pods could not be listed: {run.unlisted[POD.kind]}", USAGE)
     return DENIED if run.summary.denied else OK
 
 
@@ -144,18 +139,6 @@ def _render(outcome: AuditOutcome, output: str, only_denied: bool) -> str:
     return audit_text(outcome, only_denied=only_denied)
 
 
-def _kubeconfig(given: Path | None) -> Path | None:
-    """The kubeconfig given, else $KUBECONFIG's first file, else ~/.kube/config if it
-    exists; None (the in-cluster account) otherwise."""
-    if given is not None:
-        return given
-    for candidate in os.environ.get("KUBECONFIG", "").split(os.pathsep):
-        if candidate:
-            return Path(candidate)
-    default = Path.home() / ".kube" / "config"
-    return default if default.is_file() else None
-
-
 class _Progress:
     """One line on stderr per page beyond the first, and a last one: quiet on a small
     cluster, a sign of life on a large one."""
@@ -176,42 +159,3 @@ class _Progress:
 
 def _listed_line(listed: dict[str, int]) -> str:
     return "listed " + ", ".join(f"{n:,} {kind}s" for kind, n in listed.items() if n)
-
-
-# -- serve --audit-interval ---------------------------------------------------------
-
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)?$")
-_UNIT = {"s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-
-
-def add_audit_interval_option(serve: argparse.ArgumentParser) -> None:
-    serve.add_argument(
-        "--audit-interval",
-        type=_duration,
-        default=None,
-        metavar="DURATION",
-        help="audit the pods and workloads running every DURATION (600, 10m, 1h; 0: never) "
-        "and publish PolicyReports and metrics (default: 1h inside a cluster, never outside)",
-    )
-
-
-def audit_interval(args: argparse.Namespace, in_cluster: bool) -> float | None:
-    """Seconds between two audits by `serve`, or None for none."""
-    from webhook.service.audit_schedule import DEFAULT_IN_CLUSTER_INTERVAL
-
-    given: float | None = args.audit_interval
-    if given is None:
-        return DEFAULT_IN_CLUSTER_INTERVAL if in_cluster else None
-    return given or None
-
-
-def _duration(text: str) -> float:
-    match = _DURATION.match(text.strip())
-    if match is None:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (600, 10m, 1h)")
-    return float(match.group(1)) * _UNIT[match.group(2)]
-
-
-def _usage_error(message: str) -> int:
-    print(f"gpu-admission: {message}", file=sys.stderr)
-    return USAGE

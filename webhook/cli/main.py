@@ -110,6 +110,7 @@ def package_version() -> str:
 
 
 def _add_serve_command(commands: Commands) -> None:
+    from webhook.cli.audit_options import add_audit_interval_option
     from webhook.service.file_poll import DEFAULT_INTERVAL
 
     serve = commands.add_parser("serve", help=SERVE_HELP)
@@ -145,6 +146,7 @@ def _add_serve_command(commands: Commands) -> None:
         type=Path,
         help="cluster for the live inventory (default: the in-cluster service account)",
     )
+    add_audit_interval_option(serve)
     serve.set_defaults(run=_serve)
 
 
@@ -183,6 +185,12 @@ def _add_manifest_commands(commands: Commands) -> None:
     add_manifest_commands(commands)
 
 
+def _add_audit_commands(commands: Commands) -> None:
+    from webhook.cli.audit import add_audit_commands
+
+    add_audit_commands(commands)
+
+
 def _add_completion_command(commands: Commands) -> None:
     from webhook.cli.completion import add_completion_command
 
@@ -191,6 +199,7 @@ def _add_completion_command(commands: Commands) -> None:
 
 SERVE_HELP = "run the admission service over HTTPS"
 POLICY_HELP = "work with policy files"
+AUDIT_HELP = "judge the pods and workloads already running, as the webhooks would"
 
 COMMAND_GROUPS: tuple[CommandGroup, ...] = (
     CommandGroup({"serve": SERVE_HELP}, _add_serve_command),
@@ -211,11 +220,13 @@ COMMAND_GROUPS: tuple[CommandGroup, ...] = (
         _add_install_commands,
     ),
     CommandGroup({"manifests": "the kustomize tree in deploy/"}, _add_manifest_commands),
+    CommandGroup({"audit": AUDIT_HELP}, _add_audit_commands),
     CommandGroup({"completion": "print a shell completion script"}, _add_completion_command),
 )
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from webhook.cli.audit_options import audit_interval
     from webhook.service.logs import configure_logging
     from webhook.service.serve import ServeSettings, serve
 
@@ -248,6 +259,7 @@ def _serve(args: argparse.Namespace) -> int:
         inventory=inventory,
         kubeconfig=args.kubeconfig,
         metrics_port=args.metrics_port,
+        audit_interval=audit_interval(args, in_cluster()),
     )
     serve(policy, settings)
     return 0

@@ -39,13 +39,9 @@ from webhook.offline.audit import OUTCOMES, VERDICTS
 from webhook.offline.policy_report import policy_reports
 from webhook.service.audit import AuditRun, audit_cluster
 
-__all__ = ["DEFAULT_IN_CLUSTER_INTERVAL", "AuditMetrics", "PeriodicAudit"]
+__all__ = ["AuditMetrics", "PeriodicAudit"]
 
 log = logging.getLogger("gpu_admission.audit")
-
-DEFAULT_IN_CLUSTER_INTERVAL = 3600.0
-"""Once an hour inside a cluster unless told otherwise: a pod's standing changes with the
-policy and the nodes, both slow, and a run lists every pod."""
 
 FIRST_RUN_AFTER = 30.0
 """Seconds before the first run (less when the interval is shorter): the live inventory

@@ -58,6 +58,7 @@ from webhook.kube.client import api_client
 from webhook.kube.inventory import InventoryWatcher
 from webhook.kube.targets import fetch_scale_target
 from webhook.policy import Policy
+from webhook.service.audit_schedule import AuditMetrics, PeriodicAudit
 from webhook.service.certificate_reload import CertificateReloader, InvalidKeyPair, KeyPairFiles
 from webhook.service.file_poll import DEFAULT_INTERVAL
 from webhook.service.inventory import (
@@ -96,6 +97,8 @@ class ServeSettings:
     metrics_port: int = METRICS_PORT
     #: Timeouts and caps of every connection.
     limits: EdgeLimits = field(default_factory=EdgeLimits)
+    #: Seconds between two audits of what runs (``webhook.service.audit_schedule``); None: none.
+    audit_interval: float | None = None
 
 
 def cache_directory() -> Path:
@@ -127,6 +130,7 @@ def serve(policy: Policy, settings: ServeSettings) -> None:
         checks={"policy": policy_check, "certificate": certificate.state.readiness}
     )
     inventory = _live_inventory(policy, settings, engine, readiness, metrics)
+    audit = _periodic_audit(settings, engine, inventory, metrics)
     worker = ReviewWorker()
     app = _admission_app(engine, readiness, metrics, inventory, worker)
     server = _admission_server(app, settings, certificate.context, metrics)
@@ -136,7 +140,7 @@ def serve(policy: Policy, settings: ServeSettings) -> None:
     )
     metrics_server = _metrics_server(metrics, settings) if settings.metrics_port else None
     watchers = _watchers(certificate, policy_watcher)
-    _run(server, metrics_server, watchers, _Companions(worker, inventory))
+    _run(server, metrics_server, watchers, _Companions(worker, inventory, audit))
 
 
 def _certificate_reloader(settings: ServeSettings) -> CertificateReloader:
@@ -162,6 +166,7 @@ class _LiveInventory:
 
     watcher: InventoryWatcher
     scaled_workloads: ScaledWorkloads
+    api: Any = None
 
     def current(self) -> Inventory:
         return self.watcher.current
@@ -188,7 +193,37 @@ def _live_inventory(
         watcher.status(), watcher.current, engine().policy
     )
     metrics.watch_inventory(watcher.sync_age_seconds)
-    return _LiveInventory(watcher, functools.partial(fetch_scale_target, api))
+    return _LiveInventory(watcher, functools.partial(fetch_scale_target, api), api)
+
+
+def _periodic_audit(
+    settings: ServeSettings,
+    engine: Callable[[], Engine],
+    inventory: _LiveInventory | None,
+    metrics: Metrics,
+) -> PeriodicAudit | None:
+    """The audit of what runs every ``settings.audit_interval`` (not started yet), against
+    the live inventory when there is one."""
+    if settings.audit_interval is None:
+        return None
+    api = inventory.api if inventory is not None else None
+    if api is None:
+        try:
+            api = api_client(settings.kubeconfig)
+        except Exception as error:  # the client raises several kinds for a bad configuration
+            log.error(
+                "refusing to serve: no Kubernetes client for the audit",
+                extra={"kubeconfig": str(settings.kubeconfig or "default"), "reason": str(error)},
+            )
+            raise SystemExit(2) from None
+    log.info("auditing what runs", extra={"interval_seconds": settings.audit_interval})
+    return PeriodicAudit(
+        api,
+        engine,
+        settings.audit_interval,
+        AuditMetrics(metrics.registry),
+        inventory=None if inventory is None else inventory.current,
+    )
 
 
 def _admission_app(
@@ -257,13 +292,18 @@ class _Companions:
 
     worker: ReviewWorker
     inventory: _LiveInventory | None
+    audit: PeriodicAudit | None = None
 
     def start(self) -> None:
         self.worker.start()
         if self.inventory is not None:
             self.inventory.watcher.start()
+        if self.audit is not None:
+            self.audit.start()
 
     def stop(self) -> None:
+        if self.audit is not None:
+            self.audit.stop()
         self.worker.stop()
         if self.inventory is not None:
             self.inventory.watcher.stop()
