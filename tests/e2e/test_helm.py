@@ -1,0 +1,326 @@
+"""The Helm chart (deploy/helm/gpu-admission) installed, upgraded and uninstalled by the
+real helm on the real kube-apiserver.
+
+Without a kubelet the chart's Deployment never runs a replica, so the release is
+installed with `webhooks.url` pointing at a `gpu-admission serve` process of the test,
+and that process serves the certificate the chart generated (read back from the
+Secret; `certificates.selfSigned.extraIPAddresses` puts 127.0.0.1 in it). So every
+admission call below proves that kube-apiserver trusts the chart's caBundle for the
+chart's serving certificate, before and after an upgrade.
+
+The session's other tests need the configurations named gpu-admission to reach the
+`admission` fixture's process and the PriorityClasses to exist: the module hands the
+classes to the release (Helm adopts objects carrying its ownership metadata), and at the
+end re-creates them and registers the `admission` process again.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from webhook.install.chart import short_name
+from webhook.install.configurations import Endpoint, render_webhook_configurations
+from webhook.policy import load_default_policy
+
+from .admission_fixtures import REPO, example
+from .controlplane import ControlPlane
+from .webhook_server import WEBHOOK_TIMEOUT_SECONDS, WebhookServer
+
+CHART = REPO / "deploy" / "helm" / "gpu-admission"
+NAMESPACE = "gpu-admission"
+RELEASE = "gpu-admission"
+CONFIGURATIONS = ("mutatingwebhookconfiguration", "validatingwebhookconfiguration")
+PRIORITY_CLASSES = ("inference-priority", "training-priority")
+
+
+def webhook_keys() -> list[str]:
+    endpoint = Endpoint(ca_bundle="", url="https://unused")
+    return [
+        short_name(hook["name"])
+        for configuration in render_webhook_configurations(load_default_policy(), endpoint)
+        for hook in configuration["webhooks"]
+    ]
+
+
+@dataclass
+class Release:
+    controlplane: ControlPlane
+    helm_binary: Path
+    home: Path
+    server: WebhookServer
+    values: list[str] = field(default_factory=list)
+
+    def helm(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(self.controlplane.kubeconfig),
+            "HELM_CACHE_HOME": str(self.home / "cache"),
+            "HELM_CONFIG_HOME": str(self.home / "config"),
+            "HELM_DATA_HOME": str(self.home / "data"),
+        }
+        result = subprocess.run(
+            [str(self.helm_binary), *args, "--namespace", NAMESPACE],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env=env,
+            check=False,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"helm {' '.join(args)} failed:\n{result.stderr}")
+        return result
+
+    def secret(self, name: str) -> dict[str, bytes]:
+        data = self.controlplane.get_json("secret", name, NAMESPACE)["data"]
+        return {key: base64.b64decode(value) for key, value in data.items()}
+
+    def ca_bundles(self) -> set[str]:
+        return {
+            hook["clientConfig"]["caBundle"]
+            for kind in CONFIGURATIONS
+            for hook in self.controlplane.get_json(kind, "gpu-admission")["webhooks"]
+        }
+
+
+def wait_until_gone(controlplane: ControlPlane) -> None:
+    """A gpu-admission namespace left terminating by an earlier test refuses new objects."""
+
+    def gone() -> bool:
+        if not controlplane.exists("namespace", NAMESPACE):
+            return True
+        controlplane.finish_terminating_pods(NAMESPACE)
+        return False
+
+    controlplane.wait_for(gone, timeout=90, what="the gpu-admission namespace to be deleted")
+
+
+def adopt_priority_classes(controlplane: ControlPlane) -> None:
+    """The classes the `admission` fixture applied, marked as the release's: Helm adopts
+    an existing object only with its ownership label and annotations."""
+    for name in PRIORITY_CLASSES:
+        controlplane.kubectl(
+            "annotate", "priorityclass", name, "--overwrite",
+            f"meta.helm.sh/release-name={RELEASE}", f"meta.helm.sh/release-namespace={NAMESPACE}",
+        )  # fmt: skip
+        controlplane.kubectl(
+            "label", "priorityclass", name, "--overwrite", "app.kubernetes.io/managed-by=Helm"
+        )
+
+
+@pytest.fixture(scope="module")
+def release(
+    controlplane: ControlPlane,
+    controlplane_bin_dir: Path,
+    admission: WebhookServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Release]:
+    """`helm install` of the chart, its webhooks sent to a serve process of the test that
+    serves the chart's own certificate."""
+    work = tmp_path_factory.mktemp("helm")
+    server = WebhookServer(work / "server")
+    timeouts = [f"webhooks.timeoutSeconds.{k}={WEBHOOK_TIMEOUT_SECONDS}" for k in webhook_keys()]
+    values = [
+        f"webhooks.url={server.url}",
+        "certificates.selfSigned.extraIPAddresses={127.0.0.1}",
+        *timeouts,
+    ]
+    released = Release(controlplane, controlplane_bin_dir / "helm", work / "home", server, values)
+    wait_until_gone(controlplane)
+    controlplane.apply((REPO / "deploy" / "base" / "namespace.yaml").read_text("utf-8"))
+    for kind in CONFIGURATIONS:
+        controlplane.delete(kind, ["gpu-admission"])
+    adopt_priority_classes(controlplane)
+    try:
+        released.helm("install", RELEASE, str(CHART), *[a for v in values for a in ("--set", v)])
+        serving = released.secret("gpu-admission-tls")
+        pki = work / "chart-pki"
+        pki.mkdir()
+        server.cert_path, server.key_path = pki / "tls.crt", pki / "tls.key"
+        server.cert_path.write_bytes(serving["tls.crt"])
+        server.key_path.write_bytes(serving["tls.key"])
+        server.trust(serving["ca.crt"])
+        server.start()
+        yield released
+    finally:
+        server.stop()
+        released.helm("uninstall", RELEASE, "--wait", check=False)
+        controlplane.delete_namespace(NAMESPACE)
+        controlplane.apply((REPO / "deploy" / "base" / "priorityclasses.yaml").read_text("utf-8"))
+        admission.register(controlplane.kubeconfig)
+
+
+def test_install_stores_every_object_the_chart_renders(
+    controlplane: ControlPlane, release: Release
+) -> None:
+    manifest = release.helm("get", "manifest", RELEASE).stdout
+    objects = [o for o in yaml.safe_load_all(manifest) if o]
+
+    assert {o["kind"] for o in objects} >= {
+        "Deployment",
+        "Secret",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+        "PriorityClass",
+        "CronJob",
+    }
+    for obj in objects:
+        namespace = obj["metadata"].get("namespace")
+        assert controlplane.exists(obj["kind"], obj["metadata"]["name"], namespace), obj["kind"]
+
+
+def test_kube_apiserver_trusts_the_charts_certificate_and_the_webhooks_mutate_and_validate(
+    controlplane: ControlPlane, release: Release, opted_in: str
+) -> None:
+    controlplane.apply(example("mig-inference-pod.yaml"), namespace=opted_in)
+    denied = controlplane.apply(
+        example("denied/borrowed-priority.yaml"), namespace=opted_in, check=False
+    )
+
+    pod = controlplane.get_json("pod", "embedder", opted_in)
+    assert (pod["spec"]["priorityClassName"], pod["spec"]["priority"]) == (
+        "inference-priority",
+        1000000,
+    )
+    assert "denied the request" in denied.stderr
+
+
+class PodCreator:
+    """Creates class pods one after another in a thread, counting what kube-apiserver
+    answers, until stopped."""
+
+    def __init__(self, controlplane: ControlPlane, namespace: str) -> None:
+        self.client = httpx.Client(
+            base_url=controlplane.api_url, verify=controlplane.admin_ssl_context(), timeout=30
+        )
+        self.path = f"/api/v1/namespaces/{namespace}/pods"
+        self.created: list[float] = []
+        self.failures: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _pod(self) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "generateName": "upgrade-",
+                "labels": {"gpu-admission.io/workload": "inference"},
+            },
+            "spec": {
+                "containers": [
+                    {
+                        "name": "server",
+                        "image": "registry.example/server:1",
+                        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                    }
+                ]
+            },
+        }
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                response = self.client.post(self.path, json=self._pod())
+            except httpx.HTTPError as error:
+                self.failures.append(repr(error))
+                continue
+            if response.status_code == 201:
+                pod = response.json()
+                if pod["spec"].get("priority") != 1000000:
+                    self.failures.append(f"not mutated: {pod['metadata']['name']}")
+                self.created.append(time.monotonic())
+            else:
+                self.failures.append(f"{response.status_code}: {response.text[:500]}")
+
+    def __enter__(self) -> PodCreator:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+        self.client.close()
+
+
+def test_an_upgrade_changing_a_value_fails_no_pod_creation(
+    controlplane: ControlPlane, release: Release, opted_in: str
+) -> None:
+    bundles = release.ca_bundles()
+    with PodCreator(controlplane, opted_in) as creator:
+        time.sleep(3)
+        started = time.monotonic()
+        release.helm(
+            "upgrade", RELEASE, str(CHART), "--reuse-values",
+            "--set", "webhooks.timeoutSeconds.mutate=9", "--set", "replicas=2",
+        )  # fmt: skip
+        finished = time.monotonic()
+        time.sleep(3)
+
+    assert creator.failures == []
+    assert any(t < started for t in creator.created)
+    assert any(started <= t <= finished for t in creator.created)
+    assert any(t > finished for t in creator.created)
+    mutating = controlplane.get_json("mutatingwebhookconfiguration", "gpu-admission")
+    assert mutating["webhooks"][0]["timeoutSeconds"] == 9
+    assert controlplane.get_json("deployment", "gpu-admission", NAMESPACE)["spec"]["replicas"] == 2
+    assert release.ca_bundles() == bundles
+    history = json.loads(release.helm("history", RELEASE, "--output", "json").stdout)
+    assert [entry["status"] for entry in history][-1] == "deployed"
+
+
+def test_an_upgrade_keeps_the_certificates_certs_rotate_renewed(
+    controlplane: ControlPlane, release: Release, opted_in: str
+) -> None:
+    """The rotation CronJob's command, run as the operator would run it now."""
+    rotated = subprocess.run(
+        [
+            sys.executable, "-m", "webhook.cli", "certs", "rotate", "--force",
+            "--kubeconfig", str(controlplane.kubeconfig),
+            "--namespace", NAMESPACE, "--secret", "gpu-admission-tls", "--service", "gpu-admission",
+        ],
+        capture_output=True, text=True, timeout=120, cwd=REPO, check=False,
+    )  # fmt: skip
+    assert rotated.returncode == 0, rotated.stderr
+    serving, ca, bundles = (
+        release.secret("gpu-admission-tls"),
+        release.secret("gpu-admission-tls-ca"),
+        release.ca_bundles(),
+    )
+
+    release.helm("upgrade", RELEASE, str(CHART), "--reuse-values", "--set", "replicas=3")
+
+    assert release.secret("gpu-admission-tls") == serving
+    assert release.secret("gpu-admission-tls-ca") == ca
+    assert release.ca_bundles() == bundles
+    controlplane.apply(example("mig-inference-pod.yaml"), namespace=opted_in)
+
+
+def test_uninstall_leaves_no_webhook_configuration_and_nothing_of_the_release(
+    controlplane: ControlPlane, release: Release, opted_in: str
+) -> None:
+    manifest = release.helm("get", "manifest", RELEASE).stdout
+    objects = [o for o in yaml.safe_load_all(manifest) if o]
+
+    release.helm("uninstall", RELEASE, "--wait")
+
+    for kind in CONFIGURATIONS:
+        assert not controlplane.exists(kind, "gpu-admission")
+    for obj in objects:
+        namespace = obj["metadata"].get("namespace")
+        assert not controlplane.exists(obj["kind"], obj["metadata"]["name"], namespace), obj
+    # Nothing is left calling a service that is gone: a GPU pod is created unjudged.
+    controlplane.apply(example("mig-inference-pod.yaml"), namespace=opted_in)
