@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,32 @@ def manifest(tmp_path: Path) -> Path:
 
 def stdin_of(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
     monkeypatch.setattr("sys.stdin", io.StringIO(text))
+
+
+NINE_GPUS = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: big
+  labels: {gpu-admission.io/workload: training}
+spec:
+  containers: [{name: t, image: t, resources: {limits: {nvidia.com/gpu: 9}}}]
+"""
+
+
+@pytest.fixture
+def warn_policy(tmp_path: Path) -> Path:
+    """The default policy with the GPU-count rule only warning."""
+    path = tmp_path / "warn-policy.yaml"
+    path.write_text(default_policy_text() + "\nenforcement:\n  rules: {gpu-count: warn}\n", "utf-8")
+    return path
+
+
+@pytest.fixture
+def nine_gpus(tmp_path: Path) -> Path:
+    path = tmp_path / "big.yaml"
+    path.write_text(NINE_GPUS, "utf-8")
+    return path
 
 
 class TestCheck:
@@ -225,7 +252,9 @@ class TestCheck:
         code = main(["check", "--policy", str(policy), str(manifest)])
 
         assert code == 2
-        assert capsys.readouterr().err.startswith(f"gpu-admission: {policy}: pools: Field required")
+        assert capsys.readouterr().err.startswith(
+            f"gpu-admission: {policy}:1: pools: Field required"
+        )
 
     def test_a_policy_naming_a_rule_the_engine_does_not_have_exits_2(
         self, manifest: Path, tmp_path: Path, capsys: Capture
@@ -272,7 +301,120 @@ class TestCheck:
         assert "invalid choice: 'xml'" in capsys.readouterr().err
 
 
+class TestCheckFolders:
+    def test_a_folder_is_checked_file_by_file_at_any_depth_in_path_order(
+        self, tmp_path: Path, capsys: Capture
+    ) -> None:
+        (tmp_path / "denied").mkdir()
+        (tmp_path / ".git").mkdir()
+        for name in ["inference-deployment.yaml", "cpu-pod.yaml", "denied/too-many-gpus.yaml"]:
+            (tmp_path / name).write_text((EXAMPLES / name).read_text("utf-8"), "utf-8")
+        (tmp_path / ".git" / "HEAD.yaml").write_text("not: [a manifest", "utf-8")
+        (tmp_path / "README.md").write_text("# apps\n", "utf-8")
+
+        code = main(["check", str(tmp_path)])
+
+        out = capsys.readouterr().out
+        assert code == 1
+        assert [
+            line.split(" ")[0] for line in out.splitlines() if line.startswith(str(tmp_path))
+        ] == [
+            f"{tmp_path}/cpu-pod.yaml:1",
+            f"{tmp_path}/denied/too-many-gpus.yaml:2",
+            f"{tmp_path}/inference-deployment.yaml:1",
+        ]
+        assert out.endswith("3 pods: 2 allowed, 1 denied\n")
+
+    def test_the_shipped_examples_folder_is_checked_whole(self, capsys: Capture) -> None:
+        code = main(["check", "-o", "json", str(EXAMPLES)])
+
+        report = json.loads(capsys.readouterr().out)
+        denied = {p["source"] for p in report["pods"] if p["verdict"] == "denied"}
+        assert code == 1
+        assert denied == {str(p) for p in (EXAMPLES / "denied").glob("*.yaml")}
+        assert len(report["pods"]) == len(list(EXAMPLES.rglob("*.yaml")))
+
+    def test_a_folder_without_manifests_exits_2(self, tmp_path: Path, capsys: Capture) -> None:
+        code = main(["check", str(tmp_path)])
+
+        assert code == 2
+        assert capsys.readouterr().err == (
+            f"gpu-admission: {tmp_path}: no manifests (*.yaml, *.yml, *.json) in this folder\n"
+        )
+
+
+class TestCheckJunit:
+    def test_junit_output_is_a_testsuite_per_file_and_a_testcase_per_object(
+        self, manifest: Path, capsys: Capture
+    ) -> None:
+        cpu_pod = EXAMPLES / "cpu-pod.yaml"
+
+        code = main(["check", "--output", "junit", str(manifest), str(cpu_pod)])
+
+        root = ET.fromstring(capsys.readouterr().out.encode("utf-8"))
+        assert code == 1
+        assert (root.get("tests"), root.get("failures"), root.get("skipped")) == ("4", "1", "1")
+        assert [s.get("name") for s in root.findall("testsuite")] == [str(manifest), str(cpu_pod)]
+        [failure] = root.findall(".//failure")
+        assert failure.get("message", "").startswith("gpu-admission denied pod 'resnet-train':")
+
+    def test_a_file_without_objects_is_an_empty_testsuite(
+        self, tmp_path: Path, capsys: Capture
+    ) -> None:
+        empty = tmp_path / "empty.yaml"
+        empty.write_text("# nothing yet\n", "utf-8")
+
+        code = main(["check", "-o", "junit", str(empty)])
+
+        root = ET.fromstring(capsys.readouterr().out.encode("utf-8"))
+        assert code == 0
+        [suite] = root.findall("testsuite")
+        assert (suite.get("name"), suite.get("tests"), suite.findall("testcase")) == (
+            str(empty),
+            "0",
+            [],
+        )
+
+
+class TestCheckWarnings:
+    def test_warnings_are_shown_as_kubectl_prints_them_and_counted(
+        self, warn_policy: Path, nine_gpus: Path, capsys: Capture
+    ) -> None:
+        code = main(["check", "--policy", str(warn_policy), str(nine_gpus)])
+
+        out = capsys.readouterr().out
+        assert code == 0
+        assert (
+            "  warnings (kubectl prints them):\n"
+            "    Warning: gpu-admission: gpu-count: pod requests 9 nvidia.com/gpu;"
+        ) in out
+        assert out.endswith("1 pod: 1 allowed, 0 denied; 1 warning\n")
+
+    def test_the_report_counts_warnings_and_lists_them_per_pod(
+        self, warn_policy: Path, nine_gpus: Path, capsys: Capture
+    ) -> None:
+        main(["check", "-o", "json", "--policy", str(warn_policy), str(nine_gpus)])
+
+        report = json.loads(capsys.readouterr().out)
+        [warning] = report["pods"][0]["warnings"]
+        assert report["summary"]["warnings"] == 1
+        assert warning.startswith("gpu-admission: gpu-count: pod requests 9 nvidia.com/gpu;")
+
+
 class TestExplain:
+    def test_the_warnings_kubectl_would_print_are_explained(
+        self, warn_policy: Path, nine_gpus: Path, capsys: Capture
+    ) -> None:
+        code = main(["explain", "--policy", str(warn_policy), str(nine_gpus)])
+
+        out = capsys.readouterr().out
+        assert code == 0
+        assert out.startswith("training pod 'big' would be admitted.")
+        assert (
+            "\n\nkubectl would print 1 warning:\n"
+            "  Warning: gpu-admission: gpu-count: pod requests 9 nvidia.com/gpu;"
+        ) in out
+
     def test_a_policy_naming_a_rule_the_engine_does_not_have_exits_2(
         self, tmp_path: Path, capsys: Capture
     ) -> None:
@@ -332,6 +474,18 @@ class TestExplain:
 
 
 class TestPolicySchema:
+    def test_the_schema_is_printed_to_standard_output_by_default(
+        self, capsys: Capture, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        written: list[Path] = []
+        monkeypatch.setattr(Path, "write_text", lambda path, *_: written.append(path))
+
+        code = main(["policy", "schema"])
+
+        assert code == 0
+        assert capsys.readouterr().out == policy_schema_text(RULES.names)
+        assert written == []
+
     def test_the_schema_is_written_where_asked(self, tmp_path: Path, capsys: Capture) -> None:
         target = tmp_path / "schema.json"
 

@@ -23,8 +23,8 @@ list of them would bury the one object that fails; the failed rules are in the
 failure's text. Warnings, which admit the pod, are the testcase's system-out (each
 line as kubectl prints it) and each a `warning` property, since CI tools show one or
 the other. A file without objects is an empty testsuite, so every file read is listed.
-Characters XML 1.0 cannot hold (a manifest's control characters echoed in a message)
-are written as `\\xNN`.
+Characters XML 1.0 cannot hold (control characters, lone surrogates: in a file name,
+say) are written as Python escapes them, `\\x07`, `\\ud800`.
 """
 
 from __future__ import annotations
@@ -126,6 +126,6 @@ def _case(ref: ObjectRef, describe: str) -> ET.Element:
 
 
 def _xml(text: str) -> str:
-    """`text` with each character XML cannot hold written as `\\xNN` (ElementTree escapes
-    the rest: &, <, > and quotes)."""
-    return _NOT_XML.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+    """`text` with each character XML cannot hold written as Python escapes it (ElementTree
+    escapes the rest: &, <, > and quotes)."""
+    return _NOT_XML.sub(lambda match: repr(match.group())[1:-1], text)
