@@ -1,7 +1,8 @@
 """Who may do what: the roles deploy/base grants to each of its ServiceAccounts.
 
-The `serve` pods answer the network, so they may only read, and only what the service
-reads (the live inventory and the workloads autoscalers target). Certificate rotation
+The `serve` pods answer the network, so they may only read what the service reads (the
+live inventory, the workloads autoscalers target, what the audit lists) and write only
+the audit's PolicyReports, by name where a name can be given. Certificate rotation
 writes, under an identity of its own, only the objects it replaces, by name. The
 objects are read as `gpu-admission install` reads them (webhook.install.plan.base_objects);
 tests/e2e/test_deploy.py asks kube-apiserver the same questions with `kubectl auth can-i`.
@@ -55,29 +56,65 @@ def pod_spec(objects: Objects, kind: str, name: str) -> dict[str, Any]:
     return result
 
 
-def test_serve_may_read_the_live_inventory_and_get_the_workloads_autoscalers_target(
+def test_serve_may_read_the_live_inventory_list_what_runs_and_write_its_policy_reports(
     base: Objects,
 ) -> None:
     assert granted(base, SERVE) == [
         (CLUSTER, {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}),
         (CLUSTER, {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["get", "list", "watch"]}),
-        (CLUSTER, {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets", "replicasets"], "verbs": ["get"]}),
+        (CLUSTER, {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets", "replicasets"], "verbs": ["get", "list"]}),
         (
             CLUSTER,
             {
                 "apiGroups": ["kubeflow.org", "ray.io", "jobset.x-k8s.io", "leaderworkerset.x-k8s.io"],
                 "resources": ["pytorchjobs", "tfjobs", "mpijobs", "rayclusters", "rayjobs", "jobsets", "leaderworkersets"],
-                "verbs": ["get"],
+                "verbs": ["get", "list"],
+            },
+        ),
+        (CLUSTER, {"apiGroups": [""], "resources": ["namespaces", "pods"], "verbs": ["list"]}),
+        (CLUSTER, {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["list"]}),
+        (CLUSTER, {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": ["list"]}),
+        (CLUSTER, {"apiGroups": ["wgpolicyk8s.io"], "resources": ["policyreports"], "verbs": ["list", "create"]}),
+        (
+            CLUSTER,
+            {
+                "apiGroups": ["wgpolicyk8s.io"],
+                "resources": ["policyreports"],
+                "resourceNames": ["gpu-admission"],
+                "verbs": ["get", "update", "delete"],
             },
         ),
     ]  # fmt: skip
 
 
+def test_serve_may_list_every_kind_the_audit_judges(base: Objects) -> None:
+    """The kinds the engine judges at apply time, as the audit lists them."""
+    from webhook.engine.templates import BUILT_IN_KINDS
+    from webhook.policy import load_default_policy
+
+    listable = {
+        (group, resource)
+        for _, rule in granted(base, SERVE)
+        if "list" in rule["verbs"] and "resourceNames" not in rule
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    kinds = [*BUILT_IN_KINDS, *load_default_policy().workload_kinds]
+
+    assert {(k.group, k.resource) for k in kinds} <= listable
+    assert ("", "namespaces") in listable
+
+
 @pytest.mark.parametrize("verb", WRITE_VERBS)
-def test_serve_may_not_write_anything(base: Objects, verb: str) -> None:
+def test_serve_writes_nothing_but_its_policy_reports(base: Objects, verb: str) -> None:
     for where, rule in granted(base, SERVE):
-        assert verb not in rule["verbs"], (where, rule)
         assert "*" not in rule["verbs"], (where, rule)
+        if verb in rule["verbs"]:
+            assert rule["apiGroups"] == ["wgpolicyk8s.io"], (where, rule)
+            assert rule["resources"] == ["policyreports"], (where, rule)
+            assert verb in ("create", "update", "delete"), (where, rule)
+            if verb != "create":
+                assert rule["resourceNames"] == ["gpu-admission"], (where, rule)
 
 
 def test_certificate_rotation_may_replace_its_two_secrets_and_our_ca_bundles_by_name(

@@ -429,6 +429,7 @@ def test_serve_reads_the_policy_and_certificate_from_the_mounted_volumes(base: O
         "--policy", "/etc/gpu-admission/policy/policy.yaml",
         "--tls-cert", "/etc/gpu-admission/tls/tls.crt",
         "--tls-key", "/etc/gpu-admission/tls/tls.key",
+        "--audit-interval", "1h",
     ]  # fmt: skip
     assert mounts["/etc/gpu-admission/policy"]["configMap"]["name"].startswith(
         "gpu-admission-policy-"
