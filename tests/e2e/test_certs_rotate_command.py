@@ -101,8 +101,7 @@ def test_rotate_refused_by_the_api_server_exits_1_with_its_message_on_one_line(
 
     assert finished.returncode == 1
     assert finished.stderr == (
-        "gpu-admission certs rotate: the API server refused: 403 Forbidden: "
-        f'secrets "tls" is forbidden: User "{NOBODY}" cannot get resource "secrets" in API '
-        f'group "" in the namespace "{namespace}"\n'
+        f"gpu-admission certs rotate: forbidden (403): user {NOBODY} may not get secrets "
+        f"in namespace {namespace} on the API server at {controlplane.api_url}\n"
     )
     assert controlplane.get_json("secret", "tls", namespace)["data"] == before

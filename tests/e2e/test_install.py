@@ -230,7 +230,10 @@ def test_a_token_of_serve_reads_nodes_but_can_neither_rewrite_its_webhooks_nor_t
     assert rewrite.returncode != 0 and "Forbidden" in rewrite.stderr, rewrite.stderr
     assert read.returncode != 0 and "Forbidden" in read.stderr, read.stderr
     assert renewal.returncode == 1
-    assert "the API server refused: 403 Forbidden" in renewal.stderr
+    assert renewal.stderr.startswith(
+        "gpu-admission certs rotate: forbidden (403): "
+        "user system:serviceaccount:gpu-admission:gpu-admission may not "
+    )
     assert secret_data(controlplane, TLS_SECRET) == before
     hook = controlplane.get_json("mutatingwebhookconfiguration", "gpu-admission")["webhooks"][0]
     assert hook["failurePolicy"] == "Fail"

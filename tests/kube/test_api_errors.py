@@ -88,8 +88,13 @@ def test_refused_credentials_name_the_server() -> None:
             'RBAC: role.rbac.authorization.k8s.io "gone" not found',
             "user bob may not patch deployments.apps in namespace gpu-admission",
         ),
+        (
+            'namespaces "gpu-admission" is forbidden: User "bob" cannot patch resource '
+            '"namespaces" in API group "" in the namespace "gpu-admission"',
+            "user bob may not patch namespace gpu-admission",
+        ),
     ],
-    ids=["namespaced", "cluster-scoped", "with-a-reason-after"],
+    ids=["namespaced", "cluster-scoped", "with-a-reason-after", "a-namespace"],
 )
 def test_a_forbidden_action_names_who_verb_resource_and_where(message: str, said: str) -> None:
     error = status(403, "Forbidden", message)

@@ -96,12 +96,18 @@ def _forbidden(error: ApiException, server: str) -> str:
     found = _FORBIDDEN.search(detail)
     if found is None:
         return f"forbidden (403) by the API server at {server}: {detail}"
-    resource = found["resource"]
+    resource, namespace = found["resource"], found["namespace"]
     if found["group"]:
         resource = f"{resource}.{found['group']}"
-    where = f"in namespace {found['namespace']}" if found["namespace"] else "at the cluster scope"
+    if resource == "namespaces" and namespace:
+        # kube-apiserver puts a Namespace in itself: "namespaces in the namespace x".
+        what = f"namespace {namespace}"
+    elif namespace:
+        what = f"{resource} in namespace {namespace}"
+    else:
+        what = f"{resource} at the cluster scope"
     return (
-        f"forbidden (403): user {found['user']} may not {found['verb']} {resource} {where} "
+        f"forbidden (403): user {found['user']} may not {found['verb']} {what} "
         f"on the API server at {server}"
     )
 
