@@ -139,13 +139,14 @@ def _add_serve_command(commands: Commands) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="keep a live inventory of Nodes and PriorityClasses and judge against it "
-        "(default: on inside a cluster or with --kubeconfig, off otherwise)",
+        "(default: on inside a cluster or with --kubeconfig or --context, off otherwise)",
     )
     serve.add_argument(
         "--kubeconfig",
         type=Path,
         help="cluster for the live inventory (default: the in-cluster service account)",
     )
+    serve.add_argument("--context", metavar="NAME", help="kubeconfig context of the live inventory")
     add_audit_interval_option(serve)
     serve.set_defaults(run=_serve)
 
@@ -240,8 +241,8 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     inventory = args.inventory
     if inventory is None:
-        inventory = args.kubeconfig is not None or in_cluster()
-    if inventory and args.kubeconfig is None and not in_cluster():
+        inventory = args.kubeconfig is not None or args.context is not None or in_cluster()
+    if inventory and args.kubeconfig is None and args.context is None and not in_cluster():
         print(
             "gpu-admission: --inventory needs --kubeconfig outside a cluster",
             file=sys.stderr,
@@ -258,6 +259,7 @@ def _serve(args: argparse.Namespace) -> int:
         policy_file=args.policy,
         inventory=inventory,
         kubeconfig=args.kubeconfig,
+        context=args.context,
         metrics_port=args.metrics_port,
         audit_interval=audit_interval(args, in_cluster()),
     )

@@ -93,6 +93,8 @@ class ServeSettings:
     inventory: bool = False
     #: Where the cluster is for the inventory; None: the in-cluster service account.
     kubeconfig: Path | None = None
+    #: The kubeconfig context to use; None: the kubeconfig's current-context.
+    context: str | None = None
     #: Plain-HTTP port of ``/metrics`` on ``host``; 0 serves no metrics.
     metrics_port: int = METRICS_PORT
     #: Timeouts and caps of every connection.
@@ -209,7 +211,7 @@ def _periodic_audit(
     api = inventory.api if inventory is not None else None
     if api is None:
         try:
-            api = api_client(settings.kubeconfig)
+            api = api_client(settings.kubeconfig, settings.context)
         except Exception as error:  # the client raises several kinds for a bad configuration
             log.error(
                 "refusing to serve: no Kubernetes client for the audit",
@@ -378,7 +380,7 @@ def _metrics_server(metrics: Metrics, settings: ServeSettings) -> _MetricsServer
 def _kubernetes_client(settings: ServeSettings) -> Any:
     """A client of the cluster in ``settings``; exits when none can be made of it."""
     try:
-        api = api_client(settings.kubeconfig)
+        api = api_client(settings.kubeconfig, settings.context)
     except Exception as error:  # the client raises several kinds for a bad configuration
         where = str(settings.kubeconfig) if settings.kubeconfig else "the in-cluster account"
         log.error(
