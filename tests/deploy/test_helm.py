@@ -410,3 +410,32 @@ def test_cert_manager_mode_makes_no_secret_and_no_ca_bundle(helm: Path) -> None:
     assert "Secret" not in {o["kind"] for o in objects}
     for hook in webhooks(objects).values():
         assert "caBundle" not in hook["clientConfig"]
+
+
+# -- audit -------------------------------------------------------------------------------
+
+
+def serve_args(objects: Objects) -> list[str]:
+    [serve] = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    return list(serve["args"])
+
+
+@pytest.mark.parametrize(("value", "expected"), [("10m", "10m"), ("0", "0")])
+def test_the_audit_interval_is_passed_to_serve_and_zero_turns_it_off(
+    helm: Path, value: str, expected: str
+) -> None:
+    args = serve_args(template(helm, *sets(f"audit.interval={value}")))
+
+    assert args[args.index("--audit-interval") + 1] == expected
+
+
+def test_the_policy_report_crd_is_the_one_of_deploy_audit_when_asked_for(
+    helm: Path, kubectl: Path
+) -> None:
+    default = template(helm)
+    objects = template(helm, *sets("audit.policyReportCRD.create=true"))
+    chart, _ = normalized(objects, [])
+    [expected] = kustomize(kubectl, DEPLOY / "audit")
+
+    assert "CustomResourceDefinition" not in {o["kind"] for o in default}
+    assert chart[("CustomResourceDefinition", expected["metadata"]["name"])] == expected

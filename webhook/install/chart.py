@@ -12,7 +12,9 @@ which become template expressions (helpers in ``templates/_helpers.tpl``):
 - ``clientConfig``: the Service in the release's namespace (or ``webhooks.url``)
   and, with self-generated certificates, the ``caBundle``;
 - ``namespaceSelector``: ``scope.namespaceLabel`` and ``scope.excludedNamespaces``,
-  the release's namespace always excluded;
+  the release's namespace always excluded, for every webhook whose selector is the
+  opt-in scope; the release's namespace wherever else the service's own namespace
+  appears;
 - ``failurePolicy`` and ``timeoutSeconds``: a value per webhook, keyed by the
   first label of its name (``mutate``, ``validate-unclassed``, ...), the rendered
   value by default.
@@ -31,14 +33,23 @@ from typing import Any
 
 import yaml
 
-from webhook.install.configurations import Endpoint, render_webhook_configurations
-from webhook.install.names import APP_LABELS, NAMESPACE, SERVICE
+from webhook.install.configurations import (
+    Endpoint,
+    namespace_selector,
+    render_webhook_configurations,
+)
+from webhook.install.names import APP_LABELS, SERVICE
 from webhook.policy import Policy
 
 CHART = Path("helm/gpu-admission")
 """The chart's directory, relative to deploy/."""
 
 _PLACEHOLDER = re.compile(r"'?@@(\d+)@@'?")
+
+RELEASE_NAMESPACE = "release-namespace-of-the-chart"
+"""What the configurations are rendered with as their own namespace: wherever it is left
+in literal text (a selector or CEL of a webhook that the scope values do not decide),
+the release's namespace is put in its place."""
 
 
 class _Template:
@@ -58,7 +69,8 @@ class _Template:
             # Helm would evaluate it: a rendered CEL expression must never hold braces
             # that read as a template action.
             raise ValueError("rendered webhook configurations hold '{{' or '}}'")
-        return _PLACEHOLDER.sub(lambda m: self.expressions[int(m.group(1))], dumped)
+        filled = _PLACEHOLDER.sub(lambda m: self.expressions[int(m.group(1))], dumped)
+        return filled.replace(RELEASE_NAMESPACE, "{{ .Release.Namespace }}")
 
 
 def short_name(webhook: str) -> str:
@@ -66,16 +78,21 @@ def short_name(webhook: str) -> str:
     return webhook.split(".", 1)[0]
 
 
-def _templated_hook(hook: dict[str, Any], template: _Template) -> dict[str, Any]:
+def _templated_hook(
+    hook: dict[str, Any], scope: dict[str, Any], template: _Template
+) -> dict[str, Any]:
     key = short_name(hook["name"])
     path = hook["clientConfig"]["service"]["path"]
     templated = dict(hook)
     templated["clientConfig"] = template.expression(
         f'{{{{ include "gpu-admission.clientConfig" (list . {json.dumps(path)}) }}}}'
     )
-    templated["namespaceSelector"] = template.expression(
-        '{{ include "gpu-admission.namespaceSelector" . }}'
-    )
+    # The scope values decide the selector of the webhooks that act in opted-in
+    # namespaces; any other selector is kept as rendered.
+    if hook.get("namespaceSelector") == scope:
+        templated["namespaceSelector"] = template.expression(
+            '{{ include "gpu-admission.namespaceSelector" . }}'
+        )
     templated["failurePolicy"] = template.expression(
         f'{{{{ include "gpu-admission.failurePolicy" '
         f"(list . {json.dumps(key)} {json.dumps(hook['failurePolicy'])}) }}}}"
@@ -89,8 +106,11 @@ def _templated_hook(hook: dict[str, Any], template: _Template) -> dict[str, Any]
 
 def webhooks_template(policy: Policy, header: str) -> str:
     """templates/webhooks.yaml: both configurations, values put in as described above."""
-    endpoint = Endpoint(ca_bundle="", service_name=SERVICE, service_namespace=NAMESPACE)
-    configurations = render_webhook_configurations(policy, endpoint, own_namespace=NAMESPACE)
+    endpoint = Endpoint(ca_bundle="", service_name=SERVICE, service_namespace=RELEASE_NAMESPACE)
+    configurations = render_webhook_configurations(
+        policy, endpoint, own_namespace=RELEASE_NAMESPACE
+    )
+    scope = namespace_selector(policy, RELEASE_NAMESPACE)
     keys = [short_name(h["name"]) for c in configurations for h in c["webhooks"]]
     if len(set(keys)) != len(keys):
         raise ValueError(f"two webhooks share a first label: {keys}")
@@ -98,12 +118,15 @@ def webhooks_template(policy: Policy, header: str) -> str:
     documents = []
     for configuration in configurations:
         templated = dict(configuration)
-        if configuration["metadata"] != {"name": "gpu-admission", "labels": dict(APP_LABELS)}:
-            raise ValueError(f"unexpected metadata: {configuration['metadata']}")
+        name = configuration["metadata"]["name"]
+        if configuration["metadata"] != {"name": name, "labels": dict(APP_LABELS)}:
+            raise ValueError(f"metadata the chart does not template: {configuration['metadata']}")
         templated["metadata"] = template.expression(
-            '{{ include "gpu-admission.webhookMetadata" . }}'
+            f'{{{{ include "gpu-admission.webhookMetadata" (list . {json.dumps(name)}) }}}}'
         )
-        templated["webhooks"] = [_templated_hook(h, template) for h in configuration["webhooks"]]
+        templated["webhooks"] = [
+            _templated_hook(h, scope, template) for h in configuration["webhooks"]
+        ]
         documents.append(templated)
     dumped = yaml.safe_dump_all(
         documents, sort_keys=False, default_flow_style=False, explicit_start=True, width=100

@@ -12,8 +12,8 @@ therefore files in deploy/ written from the package:
 - ``base/policy.yaml`` and ``overlays/overflow/policy.yaml``: the embedded
   policies, behind a header saying where they come from;
 - the Helm chart's generated parts (``webhook.install.chart``): its webhook
-  configurations template, and copies of the default policy and of the alert
-  rules of ``monitoring/alerts.yaml``.
+  configurations template, and copies of the default policy, of the alert rules of
+  ``monitoring/alerts.yaml`` and of the PolicyReport CRD of ``audit/``.
 
 ``gpu-admission manifests sync`` rewrites them; ``--check`` only reports
 stale files, and the unit tests fail when one is stale.
@@ -61,6 +61,12 @@ ALERTS_HEADER = f"""\
 # Copied from deploy/monitoring/alerts.yaml (its spec) by `{SYNC_COMMAND}`:
 # do not edit, a unit test fails when this copy is stale. Read by
 # templates/prometheusrule.yaml without templating.
+"""
+
+CRD_HEADER = f"""\
+# Copied from deploy/audit/policyreports.yaml by `{SYNC_COMMAND}`:
+# do not edit, a unit test fails when this copy is stale. Read by
+# templates/policyreport-crd.yaml without templating.
 """
 
 POLICY_HEADER = """\
@@ -126,8 +132,8 @@ def generated_files() -> list[GeneratedFile]:
 def chart_files(deploy_dir: Path) -> list[GeneratedFile]:
     """The generated files of the Helm chart (deploy/helm/gpu-admission).
 
-    The alert rules are copied from `deploy_dir`/monitoring/alerts.yaml when there is
-    one; the rest comes from the package."""
+    The alert rules and the PolicyReport CRD are copied from `deploy_dir`'s monitoring/
+    and audit/ when they are there; the rest comes from the package."""
     files = [
         GeneratedFile(
             CHART / "templates/webhooks.yaml",
@@ -139,6 +145,10 @@ def chart_files(deploy_dir: Path) -> list[GeneratedFile]:
     if alerts.is_file():
         rules = ALERTS_HEADER + alerts_rules(alerts.read_text("utf-8"))
         files.append(GeneratedFile(CHART / "files/prometheus-rules.yaml", rules))
+    crd = deploy_dir / "audit" / "policyreports.yaml"
+    if crd.is_file():
+        copied = CRD_HEADER + crd.read_text("utf-8")
+        files.append(GeneratedFile(CHART / "files/policyreports-crd.yaml", copied))
     return files
 
 

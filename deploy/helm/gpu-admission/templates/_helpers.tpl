@@ -150,9 +150,10 @@ trusted side by side during a CA rotation must not share a name). */ -}}
 {{/* A webhook configuration's metadata as JSON; with cert-manager, the annotation
 that has its CA injector fill in every caBundle. */}}
 {{- define "gpu-admission.webhookMetadata" -}}
-{{- $metadata := dict "name" "gpu-admission" "labels" (include "gpu-admission.labels" . | fromYaml) -}}
-{{- if not (include "gpu-admission.selfSigned" .) -}}
-{{- $_ := set $metadata "annotations" (dict "cert-manager.io/inject-ca-from" (printf "%s/gpu-admission" .Release.Namespace)) -}}
+{{- $root := index . 0 -}}
+{{- $metadata := dict "name" (index . 1) "labels" (include "gpu-admission.labels" $root | fromYaml) -}}
+{{- if not (include "gpu-admission.selfSigned" $root) -}}
+{{- $_ := set $metadata "annotations" (dict "cert-manager.io/inject-ca-from" (printf "%s/gpu-admission" $root.Release.Namespace)) -}}
 {{- end -}}
 {{- toJson $metadata -}}
 {{- end -}}
