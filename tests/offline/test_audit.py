@@ -1,0 +1,212 @@
+"""The audit's judging and adding up (webhook.offline.audit): plain dicts in, findings out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.builders import container, pod
+from webhook.engine import Engine, RuleOutcome
+from webhook.engine.templates import CONTROLLER_KINDS, POD, template_kinds
+from webhook.offline.audit import (
+    AuditSummary,
+    Finding,
+    Subject,
+    as_created,
+    judge_object,
+    left_to_owner,
+)
+from webhook.policy import load_policy_text
+from webhook.policy.load import default_policy_text
+
+DEPLOYMENT = next(k for k in CONTROLLER_KINDS if k.kind == "Deployment")
+CRONJOB = next(k for k in CONTROLLER_KINDS if k.kind == "CronJob")
+
+
+def stored(obj: dict[str, Any], node: str | None = None, by_hand: bool = False) -> dict[str, Any]:
+    """`obj` as kube-apiserver stores it once running: uid, status, managedFields."""
+    fields: dict[str, Any] = {"f:spec": {"f:containers": {}}}
+    if by_hand:
+        fields["f:spec"]["f:nodeName"] = {}
+    result = {
+        **obj,
+        "metadata": {
+            **obj["metadata"],
+            "uid": "0000-1",
+            "managedFields": [
+                {"manager": "kubectl", "operation": "Update", "fieldsV1": fields},
+                {"manager": "kubelet", "operation": "Update", "subresource": "status",
+                 "fieldsV1": {"f:status": {}}},
+            ],
+        },
+        "status": {"phase": "Pending"},
+    }  # fmt: skip
+    if node is not None:
+        result["spec"] = {**obj["spec"], "nodeName": node}
+    return result
+
+
+def workload(kind: str, template: dict[str, Any], **metadata: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {"template": template}
+    if kind == "CronJob":
+        spec = {"schedule": "@daily", "jobTemplate": {"spec": {"template": template}}}
+    group = "batch/v1" if kind in ("Job", "CronJob") else "apps/v1"
+    return {
+        "apiVersion": group,
+        "kind": kind,
+        "metadata": {"name": "w", "namespace": "ml", "uid": "w-1", **metadata},
+        "spec": spec,
+    }
+
+
+def outcomes(finding: Finding) -> dict[str, str]:
+    return {r.rule: r.outcome for r in finding.rules}
+
+
+class TestAsCreated:
+    def test_the_status_is_set_aside(self) -> None:
+        assert "status" not in as_created(stored(pod("inference")))
+
+    def test_the_node_the_scheduler_bound_it_to_is_set_aside(self) -> None:
+        assert "nodeName" not in as_created(stored(pod("inference"), node="gpu-1"))["spec"]
+
+    def test_a_node_named_by_its_creator_is_kept(self) -> None:
+        created = as_created(stored(pod("inference"), node="gpu-1", by_hand=True))
+
+        assert created["spec"]["nodeName"] == "gpu-1"
+
+    def test_the_stored_pod_is_not_changed(self) -> None:
+        running = stored(pod("inference"), node="gpu-1")
+
+        as_created(running)
+
+        assert running["spec"]["nodeName"] == "gpu-1" and "status" in running
+
+
+class TestJudgeObject:
+    def test_a_pod_never_mutated_is_judged_with_the_mutation_of_its_create(
+        self, engine: Engine
+    ) -> None:
+        [finding] = judge_object(engine, stored(pod("inference", name="llm")), POD)
+
+        assert finding.verdict == "passed"
+        assert outcomes(finding)["priority-class"] == "pass"
+        assert finding.subject == Subject("ml", "v1", "Pod", "llm", "0000-1")
+
+    def test_a_pod_breaking_an_enforced_rule_is_denied_with_the_message_of_its_create(
+        self, engine: Engine
+    ) -> None:
+        peek = pod(containers=[container(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])])
+
+        [finding] = judge_object(engine, stored(peek), POD)
+
+        assert finding.verdict == "denied"
+        assert outcomes(finding)["visible-devices"] == "fail"
+        assert finding.message.startswith("gpu-admission denied pod 'ml/p'")
+
+    def test_a_pod_bound_by_the_scheduler_to_a_gpu_node_is_not_judged_for_that_node(
+        self, engine: Engine
+    ) -> None:
+        cpu = pod(containers=[container()])
+
+        [scheduled] = judge_object(engine, stored(cpu, node="gpu-node-7"), POD)
+        [by_hand] = judge_object(engine, stored(cpu, node="gpu-node-7", by_hand=True), POD)
+
+        assert scheduled.verdict == "passed"
+        assert by_hand.verdict == "denied"
+
+    @pytest.mark.parametrize(
+        ("mode", "verdict"), [("warn", "warned"), ("audit", "audited"), ("enforce", "denied")]
+    )
+    def test_a_rule_the_policy_only_warns_of_or_audits_admits_with_that_verdict(
+        self, mode: str, verdict: str
+    ) -> None:
+        text = default_policy_text() + f"\nenforcement:\n  rules: {{gpu-count: {mode}}}\n"
+        engine = Engine(load_policy_text(text, "test"))
+        huge = pod("training", containers=[container(gpus=64)])
+
+        [finding] = judge_object(engine, stored(huge), POD)
+
+        assert finding.verdict == verdict
+        assert outcomes(finding)["gpu-count"] == {"warned": "warn", "audited": "audit"}.get(
+            verdict, "fail"
+        )
+
+    def test_an_exempted_pod_is_admitted_unjudged_with_the_reason(self) -> None:
+        text = default_policy_text() + (
+            "\nexemptions:\n  - {namespaces: [ml], reason: legacy team}\n"
+        )
+        engine = Engine(load_policy_text(text, "test"))
+
+        [finding] = judge_object(engine, stored(pod(containers=[container(gpus=1)])), POD)
+
+        assert (finding.verdict, finding.exemption) == ("exempted", "legacy team")
+        assert set(outcomes(finding).values()) == {"skip"}
+
+    def test_a_workload_is_judged_by_its_template_as_the_pod_its_controller_creates(
+        self, engine: Engine
+    ) -> None:
+        template = {"metadata": {"labels": {}}, "spec": {"containers": [container(gpus=1)]}}
+
+        [finding] = judge_object(engine, workload("CronJob", template), CRONJOB)
+
+        assert finding.subject.template == "spec.jobTemplate.spec.template"
+        assert finding.verdict == "denied"
+        assert outcomes(finding)["workload-class"] == "fail"
+
+    def test_a_malformed_workload_is_denied_with_the_reason_and_no_rules(
+        self, engine: Engine
+    ) -> None:
+        broken = {**workload("Deployment", {}), "spec": {"template": ["not", "a", "mapping"]}}
+
+        [finding] = judge_object(engine, broken, DEPLOYMENT)
+
+        assert finding.verdict == "denied"
+        assert finding.rules == ()
+        assert finding.message.startswith("malformed object: ")
+
+
+class TestLeftToOwner:
+    @pytest.mark.parametrize(
+        ("owner", "left"),
+        [
+            ({"apiVersion": "apps/v1", "kind": "Deployment", "controller": True}, True),
+            ({"apiVersion": "batch/v1", "kind": "CronJob", "controller": True}, True),
+            ({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "controller": True}, True),
+            ({"apiVersion": "apps/v1", "kind": "Deployment"}, False),
+            ({"apiVersion": "example.com/v1", "kind": "Deployment", "controller": True}, False),
+            ({"apiVersion": "v1", "kind": "Pod", "controller": True}, False),
+        ],
+    )  # fmt: skip
+    def test_a_workload_controlled_by_a_kind_judged_too_is_left_to_it(
+        self, engine: Engine, owner: dict[str, Any], left: bool
+    ) -> None:
+        replica_set = workload("ReplicaSet", {}, ownerReferences=[{"name": "o", **owner}])
+
+        assert left_to_owner(replica_set, template_kinds(engine.policy)) is left
+
+
+class TestAuditSummary:
+    def test_findings_add_up_by_verdict_rule_and_namespace(self) -> None:
+        summary = AuditSummary()
+        passed = (RuleOutcome("gpu-count", "pass"), RuleOutcome("mig-profile", "skip"))
+        failed = (RuleOutcome("gpu-count", "fail", ("too many",)), RuleOutcome("mig-profile", "pass"))  # fmt: skip
+
+        summary.add(Finding(Subject("a", "v1", "Pod", "x"), "passed", rules=passed))
+        summary.add(Finding(Subject("a", "v1", "Pod", "y"), "denied", "no", failed))
+        summary.add(Finding(Subject("b", "apps/v1", "Deployment", "d", template="spec.template"), "denied", "no", failed))  # fmt: skip
+        summary.include_namespace("c")
+
+        assert summary.judged == 3
+        assert summary.denied == 2
+        assert summary.by_rule == {
+            "gpu-count": {"pass": 1, "fail": 2},
+            "mig-profile": {"skip": 1, "pass": 2},
+        }
+        assert summary.by_namespace == {
+            "a": {"passed": 1, "denied": 1},
+            "b": {"denied": 1},
+            "c": {},
+        }
+        assert summary.object_counts() == {"Deployment": 1, "Pod": 2}
