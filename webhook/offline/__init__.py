@@ -2,7 +2,7 @@
 
 It owns reading manifests (with line numbers), evaluating them with the
 engine as kube-apiserver would send them, and presenting what the engine
-reported (text, prose, report data, diffs). No argument parsing (that is
+reported (text, prose, report data, JUnit XML, diffs). No argument parsing (that is
 ``webhook.cli``) and no cluster. It imports the engine, the policy and
 ``webhook.errors``, never another wing of its layer.
 """
