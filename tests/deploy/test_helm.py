@@ -250,10 +250,13 @@ def test_failure_policy_and_timeout_are_set_per_webhook_by_the_first_label_of_it
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
+        # values.schema.json
+        ("webhooks.failurePolicy.mutate=Open", "/webhooks/failurePolicy/mutate"),
+        ("webhooks.timeoutSeconds.validate=31", "/webhooks/timeoutSeconds/validate"),
+        ("certificates.mode=vault", "/certificates/mode"),
+        ("replica=2", "additional properties 'replica' not allowed"),
+        # the templates: the webhooks are known only to the generated template
         ("webhooks.failurePolicy.mutat=Ignore", "webhooks.failurePolicy.mutat: no such webhook"),
-        ("webhooks.failurePolicy.mutate=Open", "must be Fail or Ignore"),
-        ("webhooks.timeoutSeconds.validate=31", "must be 1 to 30"),
-        ("certificates.mode=vault", "certificates.mode must be selfSigned or certManager"),
     ],
 )
 def test_a_wrong_value_is_refused_with_a_message_naming_it(
@@ -439,3 +442,22 @@ def test_the_policy_report_crd_is_the_one_of_deploy_audit_when_asked_for(
 
     assert "CustomResourceDefinition" not in {o["kind"] for o in default}
     assert chart[("CustomResourceDefinition", expected["metadata"]["name"])] == expected
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("webhooks.failurePolicy.mutate=Open", "must be Fail or Ignore"),
+        ("webhooks.timeoutSeconds.validate=31", "must be 1 to 30"),
+        ("certificates.mode=vault", "certificates.mode must be selfSigned or certManager"),
+    ],
+)
+def test_without_the_schema_the_templates_refuse_the_same_values(
+    helm: Path, setting: str, message: str
+) -> None:
+    command = [helm, "template", "gpu-admission", CHART_DIR, "--skip-schema-validation"]
+
+    result = run([*command, "--set", setting], check=False)
+
+    assert result.returncode != 0
+    assert message in result.stderr
