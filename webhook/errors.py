@@ -2,7 +2,8 @@
 
     GpuAdmissionError          base of everything raised on purpose
     ├── PolicyError            a policy file that cannot be loaded or compiled;
-    │                          carries the file, the field path and the reason
+    │                          carries every problem found (PolicyProblem: the
+    │                          file, line and column, field path and reason)
     └── MalformedObject        an object in a review that is not shaped like the
                                Kubernetes kind it claims to be (spec a list,
                                containers null, quantities of a wrong type)
@@ -13,20 +14,59 @@ denial with code 500 and logs it with the request uid.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 
 class GpuAdmissionError(Exception):
     """Base class of the errors gpu-admission raises on purpose."""
 
 
-class PolicyError(GpuAdmissionError):
-    """A policy that cannot be used, with where and why."""
+@dataclass(frozen=True, slots=True)
+class PolicyProblem:
+    """One thing wrong with a policy: where (file, line and column when known, field path)
+    and why. Its text is `file:line: path: reason`."""
 
-    def __init__(self, source: str, path: str, reason: str) -> None:
-        self.source = source
-        self.path = path
-        self.reason = reason
-        where = f"{source}: {path}" if path else source
-        super().__init__(f"{where}: {reason}")
+    source: str
+    path: str
+    reason: str
+    line: int | None = None
+    column: int | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.source}:{self.line}" if self.line is not None else self.source
+        return f"{where}: {self.path}: {self.reason}" if self.path else f"{where}: {self.reason}"
+
+
+class PolicyError(GpuAdmissionError):
+    """A policy that cannot be used, with every problem found in it, each on a line of its
+    text. ``source``, ``path`` and ``reason`` are the first problem's."""
+
+    def __init__(
+        self,
+        source: str,
+        path: str = "",
+        reason: str = "",
+        *,
+        line: int | None = None,
+        column: int | None = None,
+        problems: Sequence[PolicyProblem] = (),
+    ) -> None:
+        self.problems = tuple(problems) or (PolicyProblem(source, path, reason, line, column),)
+        first = self.problems[0]
+        self.source, self.path, self.reason, self.line = (
+            first.source,
+            first.path,
+            first.reason,
+            first.line,
+        )
+        super().__init__("\n".join(str(problem) for problem in self.problems))
+
+    @classmethod
+    def of(cls, problems: Sequence[PolicyProblem]) -> PolicyError:
+        """The error carrying `problems` (at least one)."""
+        first = problems[0]
+        return cls(first.source, problems=problems)
 
 
 class MalformedObject(GpuAdmissionError):

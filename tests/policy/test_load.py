@@ -108,19 +108,22 @@ def test_a_gpu_feature_discovery_cluster_names_models_by_product() -> None:
         "priority-type",
     ],
 )
-def test_a_broken_policy_names_file_path_and_reason(text: str, path: str, reason: str) -> None:
+def test_a_broken_policy_names_file_line_path_and_reason(text: str, path: str, reason: str) -> None:
     with pytest.raises(PolicyError) as raised:
         load_policy_text(text, "edited.yaml")
-    assert (raised.value.source, raised.value.path) == ("edited.yaml", path)
-    assert reason in raised.value.reason
-    assert str(raised.value).startswith(f"edited.yaml: {path}: ")
+    [problem] = raised.value.problems
+    assert (problem.source, problem.path) == ("edited.yaml", path)
+    assert reason in problem.reason
+    assert problem.line is not None
+    assert str(raised.value) == f"edited.yaml:{problem.line}: {path}: {problem.reason}"
 
 
 def test_invalid_yaml_names_line_and_column() -> None:
     with pytest.raises(PolicyError) as raised:
         load_policy_text("apiVersion: x\nkind: [unclosed\n", "bad.yaml")
-    assert raised.value.path.startswith("line ")
-    assert "not valid YAML" in raised.value.reason
+    assert (raised.value.path, raised.value.line) == ("", 3)
+    assert raised.value.reason.startswith("not valid YAML: ")
+    assert raised.value.reason.endswith("(column 1)")
 
 
 @pytest.mark.parametrize("text", ["", "- a list\n", "just text\n"])

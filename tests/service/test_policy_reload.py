@@ -42,6 +42,7 @@ FOUR_GPU_NODES = EIGHT_GPU_NODES.replace(
     "gpusPerNode: 8\n    models:\n      V100", "gpusPerNode: 4\n    models:\n      V100"
 )
 BROKEN = EIGHT_GPU_NODES.replace("pools: [training]", "pools: [trainig]")
+BROKEN_LINE = BROKEN.splitlines().index("    pools: [trainig]") + 1
 assert EIGHT_GPU_NODES != FOUR_GPU_NODES != BROKEN
 
 
@@ -129,13 +130,14 @@ def test_a_broken_edit_keeps_the_last_good_policy_and_says_why_once(
     [refusal] = refusals(caplog)
     assert refusal.levelno == logging.ERROR
     assert refusal.__dict__["policy_file"] == str(path)
+    assert refusal.__dict__["line"] == BROKEN_LINE
     assert refusal.__dict__["path"] == "classes.training.pools[0]"
     assert refusal.__dict__["reason"] == "unknown pool 'trainig'; pools: inference, training"
     ok, detail = reloader.readiness()
     assert ok is True, "the last good policy serves, so the replica stays ready"
     assert detail.startswith("serving last good policy from 20")
     assert detail.endswith(
-        f"; current file invalid: {path}: classes.training.pools[0]: "
+        f"; current file invalid: {path}:{BROKEN_LINE}: classes.training.pools[0]: "
         "unknown pool 'trainig'; pools: inference, training"
     )
     assert sample(metrics, "gpu_admission_policy_valid") == 0
@@ -160,6 +162,28 @@ def test_an_edit_naming_a_rule_the_engine_does_not_have_keeps_the_last_good_poli
     assert refusal.__dict__["reason"].startswith("unknown rule 'gpu-cout'; rules: visible-devices")
     assert reloader.error is not None and reloader.error.path == "enforcement.rules.gpu-cout"
     assert sample(metrics, "gpu_admission_policy_valid") == 0
+
+
+def test_every_problem_of_a_broken_edit_is_logged_with_its_line(
+    volume: SecretVolume, reloader: PolicyReloader, caplog: pytest.LogCaptureFixture
+) -> None:
+    text = BROKEN.replace("  inference:\n    gpusPerNode: 8", "  inference:\n    gpusPerNod: 8", 1)
+    text += "\nenforcement:\n  rules: {gpu-cout: warn}\n"
+    update(volume, text)
+
+    with caplog.at_level(logging.ERROR, "gpu_admission.policy"):
+        assert reloader.poll() is False
+
+    logged = [(r.__dict__["line"], r.__dict__["path"]) for r in refusals(caplog)]
+    lines = text.splitlines()
+    assert logged == [
+        (lines.index("  inference:") + 1, "pools.inference.gpusPerNode"),
+        (lines.index("    gpusPerNod: 8") + 1, "pools.inference.gpusPerNod"),
+        (BROKEN_LINE, "classes.training.pools[0]"),
+        (lines.index("  rules: {gpu-cout: warn}") + 1, "enforcement.rules.gpu-cout"),
+    ]
+    assert {r.__dict__["problems"] for r in refusals(caplog)} == {4}
+    assert reloader.readiness()[1].endswith("(and 3 more problems; see the log)")
 
 
 def test_fixing_the_file_recovers_with_the_fixed_rules(

@@ -289,10 +289,11 @@ def test_a_broken_policy_exits_2_naming_file_path_and_reason_without_starting(
         check=False,
     )
 
+    line = broken.read_text("utf-8").splitlines().index("    pools: [trainig]") + 1
     assert finished.returncode == 2
     assert finished.stdout == ""
     assert finished.stderr == (
-        f"gpu-admission: refusing to serve a broken policy: {broken}: "
+        f"gpu-admission: refusing to serve a broken policy: {broken}:{line}: "
         "classes.training.pools[0]: unknown pool 'trainig'; pools: inference, training\n"
     )
     assert not cache.exists(), "no development certificate is made for a server that never runs"

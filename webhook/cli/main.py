@@ -153,12 +153,11 @@ def _add_serve_command(commands: Commands) -> None:
 
 def _add_policy_commands(commands: Commands) -> None:
     from webhook.cli.offline import add_policy_offline_commands
+    from webhook.cli.policy_validate import add_validate_command
 
     policy = commands.add_parser("policy", help=POLICY_HELP)
     policy_commands = policy.add_subparsers(title="policy commands")
-    validate = policy_commands.add_parser("validate", help="check policy files")
-    validate.add_argument("files", nargs="+", type=Path)
-    validate.set_defaults(run=_policy_validate)
+    add_validate_command(policy_commands)
     add_policy_offline_commands(policy_commands)
 
 
@@ -292,16 +291,3 @@ def _positive_seconds(text: str) -> float:
     if not seconds > 0:
         raise argparse.ArgumentTypeError(f"must be positive, got {text}")
     return seconds
-
-
-def _policy_validate(args: argparse.Namespace) -> int:
-    failed = False
-    for path in args.files:
-        try:
-            policy = load_engine(path).policy
-        except PolicyError as error:
-            print(error, file=sys.stderr)
-            failed = True
-            continue
-        print(f"{path}: ok ({len(policy.pools)} pools, {len(policy.classes)} classes)")
-    return 1 if failed else 0

@@ -2,17 +2,20 @@
 
 The policy usually comes from a ConfigMap volume, which kubelet updates by a symlink
 swap, so the reloader polls a hash of the file (``webhook.service.file_poll``, the mechanism
-the certificate reloader uses). Changed contents are compiled in a worker thread
-through ``load_policy_text`` and made an ``Engine``, exactly as ``policy validate`` and
-``serve`` load them: the engine refuses a policy naming a rule it does not have.
+the certificate reloader uses). Changed contents are compiled in a worker thread and
+made an ``Engine`` by ``serving_engine``, exactly as ``policy validate`` and the policy
+ConfigMap's webhook load them: every problem is found, a rule name the engine does not
+have among them.
 
 A policy that compiles, and that the engine accepts, becomes the new ``engine`` in
 one step: a review reads ``engine`` once when it starts, so reviews in flight finish
 with the engine they started with and the next ones get the new one. A policy that
-does not compile, or that the engine refuses, changes nothing that serves: the error
-is logged once per distinct content (with file, field path and reason), shown in the
-``/readyz`` detail and in the ``gpu_admission_policy_valid`` metric, until a later
-edit compiles.
+does not compile, or that the engine refuses, changes nothing that serves: each of its
+problems is logged, once per distinct content (with file, line, field path and
+reason), the first is shown in the ``/readyz`` detail with a count of the others, and
+the ``gpu_admission_policy_valid`` metric says so, until a later edit compiles. The
+policy ConfigMap's webhook refuses most such edits before they reach the file; one made
+while no replica was serving reaches it, and is kept out here.
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ from pathlib import Path
 from webhook.engine import Engine
 from webhook.errors import PolicyError
 from webhook.http.metrics import Metrics
+from webhook.http.policy_check import serving_engine
 from webhook.policy import Policy
-from webhook.policy.load import load_policy_text
 from webhook.service.file_poll import DEFAULT_INTERVAL, FilePoller
 
 __all__ = ["PolicyReloader"]
@@ -100,7 +103,13 @@ class PolicyReloader:
         at = loaded.at.isoformat(timespec="seconds")
         if error is None:
             return True, f"{self.path}, loaded at {at}"
-        return True, f"serving last good policy from {at}; current file invalid: {error}"
+        more = len(error.problems) - 1
+        others = f" (and {more} more problem{'s' if more > 1 else ''}; see the log)" if more else ""
+        return (
+            True,
+            f"serving last good policy from {at}; current file invalid: "
+            f"{error.problems[0]}{others}",
+        )
 
     def _prepare(self) -> Engine | None:
         contents = self._poller.look()
@@ -112,7 +121,7 @@ class PolicyReloader:
             self._refuse(PolicyError(str(self.path), "", f"cannot read: {error}"))
             return None
         try:
-            return Engine(load_policy_text(text, str(self.path)))
+            return serving_engine(text, str(self.path))
         except PolicyError as error:
             self._refuse(error)
             return None
@@ -143,15 +152,18 @@ class PolicyReloader:
             since = self._loaded.at.isoformat(timespec="seconds")
         if self._metrics is not None:
             self._metrics.policy_refused()
-        log.error(
-            "not reloading the policy: still serving the last good policy",
-            extra={
-                "policy_file": error.source,
-                "path": error.path,
-                "reason": error.reason,
-                "serving_since": since,
-            },
-        )
+        for problem in error.problems:
+            log.error(
+                "not reloading the policy: still serving the last good policy",
+                extra={
+                    "policy_file": problem.source,
+                    "line": problem.line,
+                    "path": problem.path,
+                    "reason": problem.reason,
+                    "problems": len(error.problems),
+                    "serving_since": since,
+                },
+            )
 
 
 def _now() -> dt.datetime:

@@ -1,0 +1,93 @@
+"""A policy as the service would serve it, and the verdict on a policy ConfigMap.
+
+``serving_engine`` is how a policy text becomes what serves: loaded with the engine's
+rule names (so every problem is reported at once, unknown rule names with the others)
+and made an ``Engine``. The reloader, `policy validate` and the policy ConfigMap's
+webhook all go through it, so what the webhook admits the service can load.
+
+``judge_policy_configmap`` decides a CREATE or UPDATE of the policy ConfigMap: its
+policy key must hold a policy that serves. The denial lists the problems as
+`ConfigMap-name/key:line: path: reason`, the line counted within the key's text (what
+the operator edits), at most ``PROBLEMS_LIMIT`` of them and within the engine's denial
+length. Plain functions of values: the route (``webhook.http.policy_route``) runs them
+off the event loop.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webhook.engine import RULES, AdmissionRequest, Decision, Engine
+from webhook.engine.decision import DENIAL_LIMIT, allow, shorten
+from webhook.errors import PolicyError
+from webhook.policy.load import load_policy_text
+
+POLICY_KEY = "policy.yaml"
+"""The key of the policy ConfigMap that holds the policy (the file `serve --policy` reads)."""
+
+MAX_POLICY_BYTES = 256 * 1024
+"""The longest policy judged. The shipped policies are 1 to 4 KB; a policy of a hundred
+pools is tens of KB. PyYAML reads about 1 MB a second, and this runs while pods wait."""
+
+PROBLEMS_LIMIT = 20
+"""Most problems a denial lists; the rest are counted."""
+
+
+def serving_engine(text: str, source: str) -> Engine:
+    """The engine that would serve the policy `text` (named `source` in errors).
+
+    Raises PolicyError carrying every problem found."""
+    return Engine(load_policy_text(text, source, rule_names=RULES.names))
+
+
+def judge_policy_configmap(request: AdmissionRequest) -> Decision:
+    """Admit a policy ConfigMap whose policy serves; deny one whose policy does not, with
+    every problem (up to ``PROBLEMS_LIMIT``). Not a CREATE or UPDATE of a ConfigMap, or an
+    UPDATE leaving the policy as it was (a label, a finalizer, a broken policy's own
+    deletion): admitted without a look."""
+    if request.kind != "ConfigMap" or request.operation not in ("CREATE", "UPDATE"):
+        return allow()
+    configmap = request.object if isinstance(request.object, dict) else {}
+    text = _policy_text(configmap)
+    old = request.old_object if request.operation == "UPDATE" else None
+    if isinstance(old, dict) and text == _policy_text(old):
+        return allow()
+    name = f"{request.namespace}/{request.name}" if request.namespace else request.name
+    source = f"{request.name}/{POLICY_KEY}"
+    if not isinstance(text, str):
+        return _denied(
+            f"ConfigMap {name} holds no policy: gpu-admission reads its policy from the key "
+            f"{POLICY_KEY!r} of data"
+        )
+    if len(text.encode("utf-8")) > MAX_POLICY_BYTES:
+        return _denied(
+            f"the policy in ConfigMap {name} is {len(text.encode('utf-8')):,} bytes; "
+            f"gpu-admission judges policies of at most {MAX_POLICY_BYTES:,}"
+        )
+    try:
+        serving_engine(text, source)
+    except PolicyError as error:
+        return _denied(policy_denial(name, error))
+    return allow()
+
+
+def policy_denial(name: str, error: PolicyError) -> str:
+    """What a denial says of a broken policy: a line of introduction, then one line per
+    problem (`file:line: path: reason`), the first ``PROBLEMS_LIMIT`` and a count of
+    the others."""
+    problems = error.problems
+    count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
+    lines = [f"the policy in ConfigMap {name} does not load ({count}):"]
+    lines += [str(problem) for problem in problems[:PROBLEMS_LIMIT]]
+    if len(problems) > PROBLEMS_LIMIT:
+        lines.append(f"and {len(problems) - PROBLEMS_LIMIT:,} more")
+    return shorten("\n".join(lines), DENIAL_LIMIT)
+
+
+def _policy_text(configmap: dict[str, Any]) -> object:
+    data = configmap.get("data")
+    return data.get(POLICY_KEY) if isinstance(data, dict) else None
+
+
+def _denied(message: str) -> Decision:
+    return Decision(allowed=False, code=403, message=message)

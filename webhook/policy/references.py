@@ -1,0 +1,175 @@
+"""The checks that look at more than one field of a policy: a class naming a pool that does
+not exist, two pools sharing a node label value, a product the MIG catalog does not have,
+a rule name the engine does not have, and the like.
+
+They read the data as the YAML gave it, not the checked model, and pass over whatever is
+not shaped as the model wants: so they run even when pydantic refuses other fields, and a
+policy's every problem is reported at once (pydantic reports the shapes). Each problem is
+a field path and a reason; ``webhook.policy.load`` finds its line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+from typing import Any
+
+from webhook.policy.catalog import MigCatalog
+from webhook.policy.yaml_source import FieldPath
+
+BUILT_IN_GROUPS = ("", "apps", "batch")
+"""Pods and the controllers of these groups have their templates known without a policy."""
+
+Found = tuple[FieldPath, str]
+"""A problem: the path of the offending key or value, and the reason."""
+
+
+def reference_problems(
+    data: dict[str, Any], catalog: MigCatalog, rule_names: Collection[str] | None
+) -> list[Found]:
+    """Every cross-field problem of a policy's data; `rule_names` None leaves the rule
+    names `enforcement` uses unchecked (the engine checks them when it takes the policy)."""
+    pools = data.get("pools")
+    classes = data.get("classes")
+    found = list(_pool_problems(_mapping(pools), catalog))
+    if isinstance(pools, dict) and pools:
+        found += _class_problems(_mapping(classes), pools)
+    found += _enforcement_problems(
+        _mapping(data.get("enforcement")),
+        classes if isinstance(classes, dict) and classes else None,
+        rule_names,
+    )
+    found += _workload_kind_problems(_list(data.get("workloadKinds")))
+    found += _exemption_problems(_list(data.get("exemptions")))
+    return found
+
+
+def _pool_problems(pools: dict[Any, Any], catalog: MigCatalog) -> Iterator[Found]:
+    by_label_value: dict[str, str] = {}
+    for name, pool in pools.items():
+        if not isinstance(name, str) or not isinstance(pool, dict):
+            continue
+        label_value = pool.get("labelValue") or name
+        if isinstance(label_value, str):
+            if label_value in by_label_value:
+                yield (
+                    ("pools", name, "labelValue"),
+                    f"pools {by_label_value[label_value]!r} and {name!r} share the node label "
+                    f"value {label_value!r}; each pool needs its own",
+                )
+            else:
+                by_label_value[label_value] = name
+        yield from _model_problems(name, pool, catalog)
+
+
+def _model_problems(pool_name: str, pool: dict[str, Any], catalog: MigCatalog) -> Iterator[Found]:
+    models = _mapping(pool.get("models"))
+    offers_mig = unknown = False
+    for name, gpu_model in models.items():
+        product = gpu_model.get("product") if isinstance(gpu_model, dict) else None
+        if isinstance(product, str) and catalog.find(product) is None:
+            unknown = True
+            yield (
+                ("pools", pool_name, "models", name, "product"),
+                f"unknown GPU product {product!r}; known: {', '.join(catalog.names())}",
+            )
+        known = catalog.find(product if isinstance(product, str) else str(name))
+        offers_mig = offers_mig or bool(known and known.profiles)
+    # A model of an unknown product is reported already; what it offers is not known.
+    if pool.get("mig") == "mixed" and models and not offers_mig and not unknown:
+        capable = sorted({p.product for p in catalog.products.values() if p.mig_capable})
+        yield (
+            ("pools", pool_name, "mig"),
+            "mixed MIG needs at least one model whose product offers MIG profiles; "
+            f"MIG-capable products: {', '.join(capable)}",
+        )
+
+
+def _class_problems(classes: dict[Any, Any], pools: dict[Any, Any]) -> Iterator[Found]:
+    for name, workload in classes.items():
+        if not isinstance(name, str) or not isinstance(workload, dict):
+            continue
+        class_pools = _list(workload.get("pools"))
+        listed: set[str] = set()
+        for index, pool in enumerate(class_pools):
+            if not isinstance(pool, str):
+                continue
+            if pool not in pools:
+                yield (
+                    ("classes", name, "pools", index),
+                    f"unknown pool {pool!r}; pools: {', '.join(map(str, pools))}",
+                )
+            elif pool in listed:
+                yield (("classes", name, "pools", index), f"pool {pool!r} is listed twice")
+            listed.add(pool)
+        for index, preferred in enumerate(_list(workload.get("preferredPools"))):
+            pool = preferred.get("pool") if isinstance(preferred, dict) else None
+            if isinstance(pool, str) and pool not in class_pools:
+                yield (
+                    ("classes", name, "preferredPools", index, "pool"),
+                    f"{pool!r} is not one of the class's pools "
+                    f"({', '.join(p for p in class_pools if isinstance(p, str))})",
+                )
+
+
+def _enforcement_problems(
+    enforcement: dict[Any, Any],
+    classes: dict[Any, Any] | None,
+    rule_names: Collection[str] | None,
+) -> Iterator[Found]:
+    yield from _rule_problems(("enforcement", "rules"), enforcement.get("rules"), rule_names)
+    for name, overrides in _mapping(enforcement.get("classes")).items():
+        if classes is not None and name not in classes:
+            yield (
+                ("enforcement", "classes", name),
+                f"unknown class {name!r}; classes: {', '.join(map(str, classes))}",
+            )
+        if isinstance(overrides, dict):
+            path = ("enforcement", "classes", name, "rules")
+            yield from _rule_problems(path, overrides.get("rules"), rule_names)
+
+
+def _rule_problems(
+    path: FieldPath, modes: object, rule_names: Collection[str] | None
+) -> Iterator[Found]:
+    if rule_names is None:
+        return
+    for rule in _mapping(modes):
+        if rule not in rule_names:
+            yield (*path, rule), f"unknown rule {rule!r}; rules: {', '.join(rule_names)}"
+
+
+def _workload_kind_problems(kinds: list[Any]) -> Iterator[Found]:
+    seen: set[tuple[str, str]] = set()
+    for index, kind in enumerate(kinds):
+        if not isinstance(kind, dict):
+            continue
+        group, name = kind.get("group"), kind.get("kind")
+        if group in BUILT_IN_GROUPS:
+            yield (
+                ("workloadKinds", index, "group"),
+                f"the kinds of group {group!r} are built in; list only custom kinds",
+            )
+        if isinstance(group, str) and isinstance(name, str):
+            if (group, name) in seen:
+                yield ("workloadKinds", index), f"{group} {name} is listed twice"
+            seen.add((group, name))
+
+
+def _exemption_problems(exemptions: list[Any]) -> Iterator[Found]:
+    for index, exemption in enumerate(exemptions):
+        if isinstance(exemption, dict) and not (
+            exemption.get("namespaces") or exemption.get("podLabels")
+        ):
+            yield (
+                ("exemptions", index),
+                "an exemption names namespaces, podLabels or both; "
+                "one with neither would exempt every pod",
+            )
+
+
+def _mapping(value: object) -> dict[Any, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
