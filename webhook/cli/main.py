@@ -6,7 +6,7 @@ the engine and pydantic, the Kubernetes client, cryptography, uvicorn. So that
 commands need, ``COMMAND_GROUPS`` names every top-level command with its help, and
 only the group of the command on the command line is imported and added in full;
 the others are listed by name and help alone. A new command group is one function
-importing its module and one entry in ``COMMAND_GROUPS`` (tests/cli/test_main.py
+importing its module and one entry in ``COMMAND_GROUPS`` (tests/cli/test_main_startup.py
 checks that the entries say what the modules add).
 """
 
