@@ -3,6 +3,8 @@
 ``/mutate`` and ``/validate`` hand each review to a ``ReviewAnswerer``
 (``webhook.http.answering``: body received, parsed, judged, reply encoded), count what
 came of it (``webhook.http.counting``) and send the reply (``webhook.http.replies``).
+``/validate-policy`` judges the policy ConfigMap (``webhook.http.policy_route``) within
+the same body bounds.
 
 Error channels: a body that is not an AdmissionReview gets HTTP 400 (413 when too
 large), so kube-apiserver applies the failurePolicy; so does a review the service has
@@ -43,6 +45,8 @@ from webhook.http.body import BodyBudget, BodyLimits
 from webhook.http.counting import count
 from webhook.http.metrics import Metrics
 from webhook.http.offload import ReviewWorker
+from webhook.http.policy_route import PATH as POLICY_PATH
+from webhook.http.policy_route import PolicyRoute
 from webhook.http.readiness import Readiness
 from webhook.http.replies import json_reply, review_reply
 from webhook.http.scaled_workloads import ScaledWorkloadReader, ScaledWorkloads
@@ -129,6 +133,8 @@ def create_app(
     for webhook in ("mutate", "validate"):
         route = ReviewRoute(answerer, counted, webhook)
         app.router.routes.append(Route(f"/{webhook}", route, methods=["POST"]))
+    policy_route = PolicyRoute(answerer.limits, counted)
+    app.router.routes.append(Route(POLICY_PATH, policy_route, methods=["POST"]))
 
     @app.get("/healthz")
     async def healthz() -> Response:

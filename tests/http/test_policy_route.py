@@ -1,0 +1,219 @@
+"""``/validate-policy`` (webhook/http/policy_route.py, policy_check.py): the policy
+ConfigMap is admitted when its policy serves and denied with every problem otherwise."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.conftest import admission_review
+from webhook.engine import Engine
+from webhook.engine.decision import DENIAL_LIMIT
+from webhook.http.app import create_app
+from webhook.http.metrics import Metrics
+from webhook.http.policy_check import MAX_POLICY_BYTES, POLICY_KEY, PROBLEMS_LIMIT
+from webhook.policy.load import default_policy_text
+
+NAME = "gpu-admission-policy"
+NAMESPACE = "gpu-admission"
+PATH = "/validate-policy"
+
+TWO_TYPOS = (
+    default_policy_text()
+    .replace("    gpusPerNode: 8\n    # taints", "    gpusPerNod: 8\n    # taints", 1)
+    .replace("pools: [training]", "pools: [trainig]", 1)
+)
+assert TWO_TYPOS.count("gpusPerNod:") == 1 and "[trainig]" in TWO_TYPOS
+
+
+def configmap(data: dict[str, Any] | None) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": NAME, "namespace": NAMESPACE},
+    }
+    if data is not None:
+        config["data"] = data
+    return config
+
+
+def policy_review(
+    text: str | None, operation: str = "CREATE", old: str | None = None, uid: str = "cm-uid"
+) -> dict[str, Any]:
+    return admission_review(
+        configmap(None if text is None else {POLICY_KEY: text}),
+        operation=operation,
+        uid=uid,
+        kind="ConfigMap",
+        resource="configmaps",
+        namespace=NAMESPACE,
+        name=NAME,
+        old_object=None if old is None else configmap({POLICY_KEY: old}),
+    )
+
+
+@pytest.fixture
+def metrics() -> Metrics:
+    return Metrics()
+
+
+@pytest.fixture
+def client(engine: Engine, metrics: Metrics) -> TestClient:
+    return TestClient(create_app(lambda: engine, metrics=metrics))
+
+
+def response_of(reply: Any) -> dict[str, Any]:
+    assert reply.status_code == 200, reply.text
+    body = reply.json()
+    assert (body["apiVersion"], body["kind"]) == ("admission.k8s.io/v1", "AdmissionReview")
+    response: dict[str, Any] = body["response"]
+    return response
+
+
+def line_of(text: str, fragment: str) -> int:
+    return next(n for n, line in enumerate(text.splitlines(), start=1) if fragment in line)
+
+
+def test_a_configmap_holding_a_policy_that_serves_is_admitted(client: TestClient) -> None:
+    reply = client.post(PATH, json=policy_review(default_policy_text()))
+
+    assert response_of(reply) == {"uid": "cm-uid", "allowed": True}
+
+
+def test_a_broken_policy_is_denied_with_every_problem_at_its_line(client: TestClient) -> None:
+    response = response_of(client.post(PATH, json=policy_review(TWO_TYPOS)))
+
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 403
+    source = f"{NAME}/{POLICY_KEY}"
+    assert response["status"]["message"].splitlines() == [
+        f"the policy in ConfigMap {NAMESPACE}/{NAME} does not load (3 problems):",
+        f"{source}:{line_of(TWO_TYPOS, '  inference:')}: pools.inference.gpusPerNode: "
+        "Field required",
+        f"{source}:{line_of(TWO_TYPOS, 'gpusPerNod:')}: pools.inference.gpusPerNod: "
+        "Extra inputs are not permitted",
+        f"{source}:{line_of(TWO_TYPOS, '[trainig]')}: classes.training.pools[0]: "
+        "unknown pool 'trainig'; pools: inference, training",
+    ]
+
+
+def test_a_rule_the_engine_does_not_have_is_denied_as_the_service_would_refuse_it(
+    client: TestClient,
+) -> None:
+    text = default_policy_text() + "\nenforcement:\n  rules: {gpu-cout: warn}\n"
+
+    response = response_of(client.post(PATH, json=policy_review(text)))
+
+    assert response["allowed"] is False
+    assert (
+        f":{line_of(text, 'gpu-cout')}: enforcement.rules.gpu-cout: unknown rule 'gpu-cout'"
+        in (response["status"]["message"])
+    )
+
+
+def test_a_duplicated_key_is_denied_naming_both_lines(client: TestClient) -> None:
+    text = default_policy_text().replace("kind: Policy\n", "kind: Policy\nkind: Policy\n", 1)
+
+    message = response_of(client.post(PATH, json=policy_review(text)))["status"]["message"]
+
+    first = line_of(text, "kind: Policy")
+    assert f"duplicate key 'kind': given at line {first} and again at line {first + 1}" in message
+
+
+def test_a_configmap_without_the_policy_key_is_denied_saying_which_key(
+    client: TestClient,
+) -> None:
+    reply = client.post(PATH, json=policy_review(None))
+
+    response = response_of(reply)
+    assert response["allowed"] is False
+    assert f"reads its policy from the key '{POLICY_KEY}'" in response["status"]["message"]
+
+
+def test_an_update_that_leaves_a_broken_policy_as_it_was_is_admitted(client: TestClient) -> None:
+    sent = policy_review(TWO_TYPOS, operation="UPDATE", old=TWO_TYPOS)
+
+    assert response_of(client.post(PATH, json=sent))["allowed"] is True
+
+
+def test_an_update_that_breaks_the_policy_is_denied(client: TestClient) -> None:
+    sent = policy_review(TWO_TYPOS, operation="UPDATE", old=default_policy_text())
+
+    assert response_of(client.post(PATH, json=sent))["allowed"] is False
+
+
+def test_a_delete_is_admitted_without_a_look(client: TestClient) -> None:
+    sent = admission_review(
+        None,
+        operation="DELETE",
+        kind="ConfigMap",
+        resource="configmaps",
+        namespace=NAMESPACE,
+        name=NAME,
+        old_object=configmap({POLICY_KEY: TWO_TYPOS}),
+    )
+
+    assert response_of(client.post(PATH, json=sent))["allowed"] is True
+
+
+def test_a_policy_over_the_size_limit_is_denied_without_being_read(client: TestClient) -> None:
+    text = "# " + "x" * MAX_POLICY_BYTES + "\n" + default_policy_text()
+
+    message = response_of(client.post(PATH, json=policy_review(text)))["status"]["message"]
+
+    assert f"policies of at most {MAX_POLICY_BYTES:,}" in message
+
+
+def test_a_denial_lists_at_most_the_limit_of_problems_and_counts_the_others(
+    client: TestClient,
+) -> None:
+    extra = "".join(f"    typo{n}: 1\n" for n in range(PROBLEMS_LIMIT + 15))
+    text = default_policy_text().replace("  inference:\n", "  inference:\n" + extra, 1)
+
+    message = response_of(client.post(PATH, json=policy_review(text)))["status"]["message"]
+
+    lines = message.splitlines()
+    assert lines[0].endswith(f"({PROBLEMS_LIMIT + 15} problems):")
+    assert len(lines) == 1 + PROBLEMS_LIMIT + 1
+    assert lines[-1] == "and 15 more"
+    assert len(message) <= DENIAL_LIMIT + 64
+
+
+def test_a_hostile_policy_is_denied_in_few_words(client: TestClient) -> None:
+    laughs = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    laughs += [f"a{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 10)}]" for n in range(1, 9)]
+    for text in ["pools: " + "[" * 100_000, "\n".join(laughs)]:
+        response = response_of(client.post(PATH, json=policy_review(text)))
+        assert response["allowed"] is False
+        assert len(response["status"]["message"]) < 600
+
+
+def test_a_body_that_is_not_a_review_gets_400(client: TestClient) -> None:
+    reply = client.post(PATH, content=b"not json", headers={"content-type": "application/json"})
+
+    assert reply.status_code == 400
+
+
+def test_a_body_over_the_cap_gets_413(engine: Engine) -> None:
+    client = TestClient(create_app(lambda: engine, max_body_bytes=1024))
+    reply = client.post(PATH, content=json.dumps(policy_review(default_policy_text())))
+
+    assert reply.status_code == 413
+
+
+def test_policy_reviews_are_counted_under_their_own_webhook(
+    client: TestClient, metrics: Metrics
+) -> None:
+    client.post(PATH, json=policy_review(default_policy_text()))
+    client.post(PATH, json=policy_review(TWO_TYPOS))
+
+    def requests(decision: str) -> float | None:
+        labels = {"webhook": "validate-policy", "operation": "CREATE", "decision": decision}
+        return metrics.registry.get_sample_value(
+            "gpu_admission_requests_total", {**labels, "rule": ""}
+        )
+
+    assert (requests("allowed"), requests("denied")) == (1, 1)
