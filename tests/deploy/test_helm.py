@@ -278,6 +278,12 @@ def test_scope_sets_every_webhooks_namespace_selector_and_always_excludes_its_ow
     )
     hooks = webhooks(template(helm, "--namespace", "platform", *scope))
 
+    policy = hooks.pop("validate-policy.gpu-admission.io")  # the release's own namespace only
+    assert policy["namespaceSelector"] == {
+        "matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["platform"]}
+        ]
+    }
     for hook in hooks.values():
         assert hook["namespaceSelector"] == {
             "matchExpressions": [
@@ -300,6 +306,7 @@ def test_a_url_replaces_the_service_in_every_webhook(helm: Path) -> None:
         assert hook["clientConfig"]["url"] in {
             "https://10.1.2.3:9443/mutate",
             "https://10.1.2.3:9443/validate",
+            "https://10.1.2.3:9443/validate-policy",
         }
 
 

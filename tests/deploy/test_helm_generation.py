@@ -31,7 +31,7 @@ def with_extra_hook(hook: dict[str, Any]) -> Any:
 
 def policy_hook(**fields: Any) -> dict[str, Any]:
     return {
-        "name": "validate-policy.gpu-admission.io",
+        "name": "validate-extra.gpu-admission.io",
         "rules": [],
         "failurePolicy": "Fail",
         "sideEffects": "None",
@@ -60,7 +60,7 @@ def test_the_scope_values_decide_only_the_selectors_that_are_the_opt_in_scope(
     assert "kubernetes.io/metadata.name: {{ .Release.Namespace }}\n" in text
     assert RELEASE_NAMESPACE not in text
     assert text.count('include "gpu-admission.namespaceSelector"') == 7
-    assert '(list . "validate-policy" 5)' in text
+    assert '(list . "validate-extra" 5)' in text
 
 
 def test_braces_in_rendered_text_are_refused_since_helm_would_evaluate_them(

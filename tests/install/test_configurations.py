@@ -11,7 +11,13 @@ from typing import Any
 
 import pytest
 
-from webhook.install.configurations import Endpoint, render_webhook_configurations
+from webhook.http import policy_route
+from webhook.install.configurations import (
+    POLICY_PATH,
+    POLICY_WEBHOOK,
+    Endpoint,
+    render_webhook_configurations,
+)
 from webhook.policy import load_default_policy
 
 POLICY = load_default_policy()
@@ -53,7 +59,9 @@ def test_a_service_endpoint_names_service_namespace_path_and_port() -> None:
 
 
 def test_only_opted_in_namespaces_and_never_the_control_plane_or_our_own(rendered: Any) -> None:
-    for hook in by_name(rendered).values():
+    hooks = by_name(rendered)
+    hooks.pop(POLICY_WEBHOOK)  # the service's own namespace only, below
+    for hook in hooks.values():
         selector = hook["namespaceSelector"]["matchExpressions"]
         assert selector == [
             {"key": "gpu-admission.io/enabled", "operator": "In", "values": ["true"]},
@@ -176,7 +184,7 @@ def test_failure_policy_is_explicit_and_timeout_small(rendered: Any) -> None:
 def test_workloads_have_a_validating_webhook_of_their_own_at_create_and_update(
     rendered: Any,
 ) -> None:
-    pods, _, _, workloads, _ = rendered[1]["webhooks"]
+    pods, _, _, workloads, _, _ = rendered[1]["webhooks"]
     assert (pods["name"], workloads["name"]) == (
         "validate.gpu-admission.io",
         "validate-workloads.gpu-admission.io",
@@ -222,7 +230,7 @@ def test_a_policy_without_workload_kinds_still_covers_the_built_in_controllers()
 def test_autoscalers_have_a_validating_webhook_that_only_warns_and_fails_open(
     rendered: Any,
 ) -> None:
-    pods, _, _, _, autoscalers = rendered[1]["webhooks"]
+    pods, _, _, _, autoscalers, _ = rendered[1]["webhooks"]
     assert autoscalers["name"] == "warn-autoscalers.gpu-admission.io"
     assert autoscalers["clientConfig"]["url"] == "https://127.0.0.1:9443/validate"
     assert autoscalers["rules"] == [
@@ -247,7 +255,7 @@ def test_autoscalers_have_a_validating_webhook_that_only_warns_and_fails_open(
     assert "matchConditions" not in autoscalers  # what it scales is only known from the cluster
 
 
-def test_every_webhook_but_the_autoscalers_one_fails_closed(rendered: Any) -> None:
+def test_every_webhook_that_guards_pods_fails_closed_the_others_open(rendered: Any) -> None:
     policies = {
         hook["name"]: hook["failurePolicy"]
         for configuration in rendered
@@ -261,4 +269,68 @@ def test_every_webhook_but_the_autoscalers_one_fails_closed(rendered: Any) -> No
         "validate-updates.gpu-admission.io": "Fail",
         "validate-workloads.gpu-admission.io": "Fail",
         "warn-autoscalers.gpu-admission.io": "Ignore",
+        "validate-policy.gpu-admission.io": "Ignore",
     }
+
+
+class TestThePolicyConfigMapWebhook:
+    def test_it_calls_the_policy_route_of_the_http_edge(self, rendered: Any) -> None:
+        hook = rendered[1]["webhooks"][-1]
+
+        assert hook["name"] == POLICY_WEBHOOK
+        assert POLICY_PATH == policy_route.PATH
+        assert hook["clientConfig"]["url"] == f"https://127.0.0.1:9443{POLICY_PATH}"
+
+    def test_it_sees_configmaps_at_create_and_update_never_at_delete(self, rendered: Any) -> None:
+        hook = by_name(rendered)[POLICY_WEBHOOK]
+
+        assert hook["rules"] == [
+            {
+                "operations": ["CREATE", "UPDATE"],
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "resources": ["configmaps"],
+                "scope": "Namespaced",
+            }
+        ]
+
+    def test_it_sees_only_the_services_own_namespace(self, rendered: Any) -> None:
+        hook = by_name(rendered)[POLICY_WEBHOOK]
+
+        assert hook["namespaceSelector"] == {
+            "matchExpressions": [
+                {
+                    "key": "kubernetes.io/metadata.name",
+                    "operator": "In",
+                    "values": ["gpu-admission"],
+                }
+            ]
+        }
+        assert "objectSelector" not in hook
+
+    def test_without_an_own_namespace_it_looks_in_the_install_namespace(self) -> None:
+        endpoint = Endpoint(ca_bundle="x", url="https://127.0.0.1:9443")
+        _, validating = render_webhook_configurations(POLICY, endpoint)
+
+        selector = validating["webhooks"][-1]["namespaceSelector"]["matchExpressions"]
+        assert selector[0]["values"] == ["gpu-admission"]
+
+    def test_only_the_policy_configmap_by_its_name_or_kustomizes_hashed_name(
+        self, rendered: Any
+    ) -> None:
+        [condition] = by_name(rendered)[POLICY_WEBHOOK]["matchConditions"]
+
+        assert condition == {
+            "name": "policy-configmap",
+            "expression": "has(object.metadata.name) && "
+            "(object.metadata.name == 'gpu-admission-policy' || "
+            "object.metadata.name.startsWith('gpu-admission-policy-'))",
+        }
+
+    def test_it_fails_open_so_a_stopped_service_never_blocks_the_repair_of_its_policy(
+        self, rendered: Any
+    ) -> None:
+        hook = by_name(rendered)[POLICY_WEBHOOK]
+
+        assert (hook["failurePolicy"], hook["sideEffects"]) == ("Ignore", "None")
+        assert hook["timeoutSeconds"] == 3

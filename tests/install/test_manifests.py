@@ -18,7 +18,7 @@ import yaml
 
 from tests.e2e.build_controlplane import GoToolchainMissing, bin_dir, ensure_binaries
 from webhook.cli.manifests import add_manifest_commands
-from webhook.install.configurations import Endpoint, render_webhook_configurations
+from webhook.install.configurations import POLICY_WEBHOOK, Endpoint, render_webhook_configurations
 from webhook.install.manifests import SYNC_COMMAND, deploy_webhook_configurations, generated_files
 from webhook.install.names import TLS_SECRET
 from webhook.install.plan import render_install
@@ -349,6 +349,11 @@ def test_the_namespace_is_not_opted_in_so_our_webhooks_never_see_it(base: Object
     assert labels.get(key) != value
     assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
     for hook in webhooks(base):
+        if hook["name"] == POLICY_WEBHOOK:  # its policy ConfigMap, in its namespace alone
+            assert hook["namespaceSelector"]["matchExpressions"] == [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [NAMESPACE]}
+            ]
+            continue
         assert {
             "key": "kubernetes.io/metadata.name",
             "operator": "NotIn",

@@ -31,7 +31,14 @@ the tests prove:
 - autoscalers (HorizontalPodAutoscaler, KEDA ScaledObject) go to a validating
   webhook that only ever warns (webhook.engine.autoscalers): it fails open and
   sends every autoscaler of an opted-in namespace, since whether one scales GPU
-  pods is only known from its target.
+  pods is only known from its target;
+- the policy ConfigMap goes to a validating webhook of its own (``/validate-policy``),
+  so `kubectl apply` of a policy the service cannot load fails with its problems:
+  only ConfigMaps of the service's own namespace named `gpu-admission-policy` (or
+  kustomize's `gpu-admission-policy-<hash>`), at CREATE and UPDATE, never DELETE. It
+  fails open: a stopped or broken service must never stop an operator from applying
+  the policy that repairs it, and the service keeps its last good policy whatever
+  the ConfigMap holds.
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ from typing import Any
 
 from webhook.engine.templates import CONTROLLER_KINDS
 from webhook.install.conditions import workload_condition
-from webhook.install.names import APP_LABELS, WEBHOOK_CONFIGURATION
+from webhook.install.names import APP_LABELS, NAMESPACE, POLICY_CONFIGMAP, WEBHOOK_CONFIGURATION
 from webhook.policy import Policy
 
 MUTATING_WEBHOOK = "mutate.gpu-admission.io"
@@ -51,6 +58,8 @@ UNCLASSED_VALIDATING_WEBHOOK = "validate-unclassed.gpu-admission.io"
 POD_UPDATE_WEBHOOK = "validate-updates.gpu-admission.io"
 WORKLOAD_WEBHOOK = "validate-workloads.gpu-admission.io"
 AUTOSCALER_WEBHOOK = "warn-autoscalers.gpu-admission.io"
+POLICY_WEBHOOK = "validate-policy.gpu-admission.io"
+POLICY_PATH = "/validate-policy"
 ALWAYS_EXEMPT_NAMESPACES = ("kube-system", "kube-node-lease")
 
 # Fail closed on every webhook that can deny: within its scope (opted-in namespaces, GPU-relevant
@@ -61,6 +70,9 @@ ALWAYS_EXEMPT_NAMESPACES = ("kube-system", "kube-node-lease")
 FAILURE_POLICY = "Fail"
 # The autoscaler webhook never denies, so failing closed would only block autoscalers.
 AUTOSCALER_FAILURE_POLICY = "Ignore"
+# The policy webhook guards the ConfigMap that repairs the service: failing closed would
+# lock the operator out of that repair exactly when the service is down.
+POLICY_FAILURE_POLICY = "Ignore"
 
 AUTOSCALER_RULES: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("autoscaling", ("v1", "v2"), "horizontalpodautoscalers"),
@@ -269,6 +281,47 @@ def workload_relevance_condition(policy: Policy) -> str:
     )
 
 
+def policy_configmap_condition() -> str:
+    """CEL: true for the policy ConfigMap, named as `install` and the chart name it or as
+    kustomize's configMapGenerator does (the name and a hash of the contents)."""
+    return (
+        "has(object.metadata.name) && "
+        f"(object.metadata.name == '{POLICY_CONFIGMAP}' || "
+        f"object.metadata.name.startsWith('{POLICY_CONFIGMAP}-'))"
+    )
+
+
+def policy_webhook(endpoint: Endpoint, namespace: str, timeout_seconds: int) -> dict[str, Any]:
+    """The webhook of the policy ConfigMap in `namespace`, the service's own: CREATE and
+    UPDATE only, failing open (see the module's docstring)."""
+    return {
+        "name": POLICY_WEBHOOK,
+        "clientConfig": endpoint.client_config(POLICY_PATH),
+        "rules": [
+            {
+                "operations": ["CREATE", "UPDATE"],
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "resources": ["configmaps"],
+                "scope": "Namespaced",
+            }
+        ],
+        "namespaceSelector": {
+            "matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [namespace]}
+            ]
+        },
+        "matchConditions": [
+            {"name": "policy-configmap", "expression": policy_configmap_condition()}
+        ],
+        "failurePolicy": POLICY_FAILURE_POLICY,
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+        "timeoutSeconds": timeout_seconds,
+        "matchPolicy": "Equivalent",
+    }
+
+
 def render_webhook_configurations(
     policy: Policy,
     endpoint: Endpoint,
@@ -277,7 +330,8 @@ def render_webhook_configurations(
     own_namespace: str | None = None,
     timeout_seconds: int = 3,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The (mutating, validating) configuration objects."""
+    """The (mutating, validating) configuration objects. The policy ConfigMap's webhook
+    looks in `own_namespace` (the install's namespace when None)."""
 
     def hook(
         name: str,
@@ -371,6 +425,7 @@ def render_webhook_configurations(
                 unclassed_pods_hook,
                 workload_hook,
                 autoscaler_hook,
+                policy_webhook(endpoint, own_namespace or NAMESPACE, timeout_seconds),
             ],
         },
     )
