@@ -273,7 +273,7 @@ def test_the_service_publishes_policy_reports_and_metrics_once_the_crd_is_there(
     finally:
         service.stop()
         controlplane.create_namespace("audit-team-b", OPT_IN)
-        controlplane.kubectl("delete", "-f", str(CRD), "--ignore-not-found", "--wait=false")
+        controlplane.kubectl("delete", "-f", str(CRD), "--ignore-not-found")
 
     a, b = reports["audit-team-a"], reports["audit-team-b"]
     assert a["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "gpu-admission"}
@@ -302,6 +302,50 @@ def test_the_service_publishes_policy_reports_and_metrics_once_the_crd_is_there(
     assert 'gpu_admission_audit_runs_total{result="success"}' in exposition
     denied = _sample(exposition, 'gpu_admission_audit_verdicts{verdict="denied"}')
     assert denied >= sum(expected_verdicts(n)["denied"] for n in NAMESPACES)
+
+
+GRANTS = {
+    ("list", "policyreports.wgpolicyk8s.io"): "yes",
+    ("create", "policyreports.wgpolicyk8s.io"): "yes",
+    ("update", "policyreports.wgpolicyk8s.io/gpu-admission"): "yes",
+    ("delete", "policyreports.wgpolicyk8s.io/gpu-admission"): "yes",
+    ("update", "policyreports.wgpolicyk8s.io/someone-elses"): "no",
+    ("delete", "policyreports.wgpolicyk8s.io/someone-elses"): "no",
+    ("list", "pods"): "yes",
+    ("list", "cronjobs.batch"): "yes",
+    ("delete", "pods"): "no",
+}
+
+
+def test_the_service_account_may_write_only_its_own_policy_reports(
+    controlplane: ControlPlane,
+) -> None:
+    """As deploy/base/rbac.yaml grants it, once the CRD makes the kind known to kubectl
+    (tests/e2e/test_deploy.py asks the rest)."""
+    rbac = REPO / "deploy" / "base" / "rbac.yaml"
+    had_role = controlplane.exists("clusterrolebinding", "gpu-admission")
+    controlplane.kubectl("apply", "-f", str(CRD))
+    controlplane.kubectl("apply", "-f", str(rbac), "--namespace", "gpu-admission", check=False)
+    try:
+        wait_for(
+            lambda: "policyreports" in controlplane.kubectl("api-resources").stdout,
+            30,
+            "the PolicyReport kind to be served",
+        )
+        answers = {
+            (verb, resource): controlplane.kubectl(
+                "auth", "can-i", verb, resource, "--namespace", "ml",
+                "--as=system:serviceaccount:gpu-admission:gpu-admission", check=False,
+            ).stdout.strip()
+            for verb, resource in GRANTS
+        }  # fmt: skip
+    finally:
+        controlplane.kubectl("delete", "-f", str(CRD), "--ignore-not-found")
+        if not had_role:
+            for kind in ("clusterrolebinding", "clusterrole"):
+                controlplane.kubectl("delete", kind, "gpu-admission", "--ignore-not-found")
+
+    assert answers == GRANTS
 
 
 def _reports(controlplane: ControlPlane) -> dict[str, dict[str, Any]] | None:

@@ -156,8 +156,6 @@ ROTATION = f"system:serviceaccount:{NAMESPACE}:gpu-admission-cert-rotation"
         (SERVE, "get", "deployments.apps/llm", "ml", True),
         (SERVE, "list", "deployments.apps", "ml", True),
         (SERVE, "list", "pods", None, True),
-        (SERVE, "update", "policyreports.wgpolicyk8s.io/gpu-admission", "ml", True),
-        (SERVE, "update", "policyreports.wgpolicyk8s.io/someone-else", "ml", False),
         (SERVE, "delete", "pods", "ml", False),
         (SERVE, "get", "namespaces/ml", None, False),
         (SERVE, "get", "mutatingwebhookconfigurations/gpu-admission", None, False),
