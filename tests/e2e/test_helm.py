@@ -37,6 +37,7 @@ from webhook.install.configurations import Endpoint, render_webhook_configuratio
 from webhook.policy import load_default_policy
 
 from .admission_fixtures import REPO, example
+from .build_controlplane import pinned_helm_version
 from .controlplane import ControlPlane
 from .webhook_server import WEBHOOK_TIMEOUT_SECONDS, WebhookServer
 
@@ -161,6 +162,16 @@ def release(
         controlplane.delete_namespace(NAMESPACE)
         controlplane.apply((REPO / "deploy" / "base" / "priorityclasses.yaml").read_text("utf-8"))
         admission.register(controlplane.kubeconfig)
+
+
+def test_helm_is_the_pinned_release_and_says_so(controlplane_bin_dir: Path) -> None:
+    version = subprocess.run(
+        [str(controlplane_bin_dir / "helm"), "version", "--template", "{{.Version}}"],
+        capture_output=True, text=True, timeout=30, check=True,
+    ).stdout  # fmt: skip
+
+    assert version == pinned_helm_version()
+    assert (controlplane_bin_dir / ".helm.version").read_text().strip() == version
 
 
 def test_install_stores_every_object_the_chart_renders(
