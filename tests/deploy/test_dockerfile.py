@@ -27,6 +27,7 @@ import pytest
 import yaml
 from packaging.specifiers import SpecifierSet
 
+import webhook.service.logs
 import webhook.service.serve
 from webhook.cli.main import main
 from webhook.policy import Policy
@@ -261,7 +262,7 @@ def test_the_deployments_arguments_are_accepted_by_the_command_it_runs(
     """The args run `serve` with the mounted policy and certificate (moved under tmp_path)."""
     calls: list[tuple[Policy, ServeSettings]] = []
     monkeypatch.setattr(webhook.service.serve, "serve", lambda p, s: calls.append((p, s)))
-    monkeypatch.setattr("webhook.cli.main.configure_logging", lambda level: None)
+    monkeypatch.setattr(webhook.service.logs, "configure_logging", lambda level: None)
     policy = tmp_path / "etc/gpu-admission/policy/policy.yaml"
     policy.parent.mkdir(parents=True)
     shutil.copy(REPOSITORY / "deploy" / "base" / "policy.yaml", policy)
