@@ -280,6 +280,7 @@ def test_the_deployments_arguments_are_accepted_by_the_command_it_runs(
         tls_cert=tmp_path / "etc/gpu-admission/tls/tls.crt",
         tls_key=tmp_path / "etc/gpu-admission/tls/tls.key",
         policy_file=policy,
+        audit_interval=3600.0,
     )
 
 
