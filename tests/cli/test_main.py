@@ -165,8 +165,9 @@ class TestServe:
 
         assert code == 2
         assert served == []
+        line = len(path.read_text("utf-8").splitlines())
         assert capsys.readouterr().err.startswith(
-            f"gpu-admission: refusing to serve a broken policy: {path}: "
+            f"gpu-admission: refusing to serve a broken policy: {path}:{line}: "
             "enforcement.rules.gpu-cout: unknown rule 'gpu-cout'; rules: "
         )
 

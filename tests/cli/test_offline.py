@@ -265,9 +265,10 @@ class TestCheck:
         code = main(["check", "--policy", str(policy), str(manifest)])
 
         out, err = capsys.readouterr()
+        line = len(policy.read_text("utf-8").splitlines())
         assert (code, out) == (2, "")
         assert err.startswith(
-            f"gpu-admission: {policy}: enforcement.rules.gpu-cout: unknown rule 'gpu-cout'"
+            f"gpu-admission: {policy}:{line}: enforcement.rules.gpu-cout: unknown rule 'gpu-cout'"
         )
 
     def test_json_output_shows_each_rules_outcome_as_the_engine_reported_it(

@@ -27,6 +27,9 @@ def load_engine(path: Path | None) -> Engine:
 
     Raises PolicyError, naming file, field and reason, for a policy that cannot serve."""
     from webhook.engine import Engine
+    from webhook.engine.rules import RULES
     from webhook.policy import load_default_policy, load_policy_file
 
-    return Engine(load_default_policy() if path is None else load_policy_file(path))
+    if path is None:
+        return Engine(load_default_policy())
+    return Engine(load_policy_file(path, rule_names=RULES.names))
