@@ -22,7 +22,7 @@ UNKNOWN: Tri = None
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # built per review, never changed; not frozen (see engine.pod)
 class Reach:
     """Whether a pod can reach a kind of node, and if not, why not."""
 

@@ -39,7 +39,7 @@ EVERY_POD_BUT_UNKNOWN_CLASS: Scope = NO_CLASS | CLASS_PODS
 """A pod whose label names no class is told only that (and what its containers set)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # built per review, never changed; not frozen (see engine.pod)
 class RuleContext:
     policy: Policy
     pod: PodView

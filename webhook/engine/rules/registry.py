@@ -72,7 +72,7 @@ class Rule:
     checks: tuple[Check, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # built per review, never changed; not frozen (see engine.pod)
 class Findings:
     """What the rules found in one pod."""
 
