@@ -187,6 +187,23 @@ class TestCommands:
         assert "no kustomization.yaml" in capsys.readouterr().err
         assert list(tmp_path.iterdir()) == []
 
+    def test_sync_finds_the_repositorys_deploy_directory_from_a_folder_inside_it(
+        self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        monkeypatch.chdir(REPOSITORY / "webhook" / "install")
+
+        assert self.run(["manifests", "sync", "--check"]) == 0
+        assert capsys.readouterr().out == ""
+
+    def test_sync_outside_a_repository_asks_for_the_deploy_directory(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        monkeypatch.chdir(tmp_path)
+
+        assert self.run(["manifests", "sync"]) == 2
+        assert "pass --deploy-dir" in capsys.readouterr().err
+        assert list(tmp_path.iterdir()) == []
+
     def test_webhooks_prints_the_configurations_of_the_policy_it_is_given(
         self, capsys: pytest.CaptureFixture[str]
     ) -> None:

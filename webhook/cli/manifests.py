@@ -19,7 +19,12 @@ def add_manifest_commands(commands: argparse._SubParsersAction[argparse.Argument
     sync_parser = manifest_commands.add_parser(
         "sync", help="rewrite the files of deploy/ generated from the package"
     )
-    sync_parser.add_argument("--deploy-dir", type=Path, default=Path("deploy"))
+    sync_parser.add_argument(
+        "--deploy-dir",
+        type=Path,
+        help="the deploy/ directory (default: deploy/ of the repository holding the "
+        "current directory, found as git finds its root)",
+    )
     sync_parser.add_argument(
         "--check", action="store_true", help="only list stale files; exit 1 if there are any"
     )
@@ -33,7 +38,15 @@ def add_manifest_commands(commands: argparse._SubParsersAction[argparse.Argument
 
 
 def _sync(args: argparse.Namespace) -> int:
-    deploy_dir: Path = args.deploy_dir
+    deploy_dir: Path | None = args.deploy_dir or repository_deploy_dir(Path.cwd())
+    if deploy_dir is None:
+        print(
+            f"gpu-admission: no deploy/ directory in {Path.cwd()} or above it (a directory "
+            "with deploy/kustomization.yaml and pyproject.toml); run in the repository or "
+            "pass --deploy-dir",
+            file=sys.stderr,
+        )
+        return 2
     if not (deploy_dir / "kustomization.yaml").is_file():
         print(
             f"gpu-admission: {deploy_dir} is not the deploy/ directory (no kustomization.yaml)",
@@ -48,6 +61,16 @@ def _sync(args: argparse.Namespace) -> int:
     for path in sync(deploy_dir):
         print(f"{path}: written")
     return 0
+
+
+def repository_deploy_dir(start: Path) -> Path | None:
+    """deploy/ of the nearest directory at or above `start` that holds both
+    deploy/kustomization.yaml and pyproject.toml (the repository's root), or None."""
+    for directory in (start, *start.parents):
+        deploy = directory / "deploy"
+        if (deploy / "kustomization.yaml").is_file() and (directory / "pyproject.toml").is_file():
+            return deploy
+    return None
 
 
 def _webhooks(args: argparse.Namespace) -> int:
