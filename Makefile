@@ -22,6 +22,7 @@ lint: $(STAMP)  ## ruff, mypy (strict on webhook/) and the layering contract
 	$(BIN)/lint-imports
 
 test: lint  ## the whole suite: lint, unit, HTTP, TLS and end-to-end tests
+	$(BIN)/python -m tests.e2e.build_controlplane --before-tests
 	$(BIN)/pytest
 
 unit: $(STAMP)

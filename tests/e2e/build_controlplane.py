@@ -46,6 +46,9 @@ class BuildFailed(RuntimeError):
 class Binary(NamedTuple):
     name: str
     package: str
+    # Minutes a cold build of it took on two cores, in this order (later builds
+    # reuse what Go compiled for earlier ones): what the progress lines expect.
+    expected_minutes: float
     module_dir: Path = MODULE_DIR
     # A binary whose module is not the control plane's records the version it
     # was built from beside it (``.<name>.version``): the cache directory follows
@@ -56,12 +59,12 @@ class Binary(NamedTuple):
 # etcd first: it is the quickest and proves the toolchain works before the
 # long Kubernetes builds start. helm last: only the chart's tests need it.
 BINARIES: tuple[Binary, ...] = (
-    Binary("etcd", "go.etcd.io/etcd/server/v3"),
-    Binary("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver"),
-    Binary("kube-controller-manager", "k8s.io/kubernetes/cmd/kube-controller-manager"),
-    Binary("kube-scheduler", "k8s.io/kubernetes/cmd/kube-scheduler"),
-    Binary("kubectl", "k8s.io/kubernetes/cmd/kubectl"),
-    Binary("helm", f"{HELM_MODULE}/cmd/helm", HELM_MODULE_DIR, HELM_MODULE),
+    Binary("etcd", "go.etcd.io/etcd/server/v3", 1.5),
+    Binary("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver", 9),
+    Binary("kube-controller-manager", "k8s.io/kubernetes/cmd/kube-controller-manager", 3),
+    Binary("kube-scheduler", "k8s.io/kubernetes/cmd/kube-scheduler", 1),
+    Binary("kubectl", "k8s.io/kubernetes/cmd/kubectl", 1.5),
+    Binary("helm", f"{HELM_MODULE}/cmd/helm", 5, HELM_MODULE_DIR, HELM_MODULE),
 )
 
 
@@ -169,7 +172,44 @@ def _exclusive(lock_path: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _build_one(go: str, binary: Binary, target: Path, ldflags: list[str]) -> None:
+class Progress(NamedTuple):
+    """Where a build of several binaries is: the one under way is number `step` of
+    `steps`, and the cold-build minutes still expected after it."""
+
+    step: int
+    steps: int
+    minutes_after: float
+
+    def starting(self, binary: Binary) -> str:
+        left = binary.expected_minutes + self.minutes_after
+        return (
+            f"[{self.step}/{self.steps}] building {binary.name} ({binary.package}): "
+            f"about {_minutes(binary.expected_minutes)} cold on two cores, "
+            f"about {_minutes(left)} left in all"
+        )
+
+    def still(self, binary: Binary, seconds: float) -> str:
+        return (
+            f"[{self.step}/{self.steps}] still building {binary.name}: "
+            f"{_minutes(seconds / 60)} of about {_minutes(binary.expected_minutes)}"
+        )
+
+
+def _minutes(minutes: float) -> str:
+    return f"{minutes:.0f} min" if minutes >= 1 else f"{minutes * 60:.0f} s"
+
+
+def plan_progress(missing: list[Binary]) -> list[Progress]:
+    """The progress of each binary of `missing`, built in that order."""
+    return [
+        Progress(step, len(missing), sum(b.expected_minutes for b in missing[step:]))
+        for step in range(1, len(missing) + 1)
+    ]
+
+
+def _build_one(
+    go: str, binary: Binary, target: Path, ldflags: list[str], progress: Progress
+) -> None:
     # Build to a temporary name in the same directory and rename: the rename
     # is atomic, so an interrupted build never leaves a truncated binary that
     # a later run would take for a finished one.
@@ -192,7 +232,7 @@ def _build_one(go: str, binary: Binary, target: Path, ldflags: list[str]) -> Non
         "GOTOOLCHAIN": "local",
     }
     started = time.monotonic()
-    _log(f"building {binary.name} ({binary.package})")
+    _log(progress.starting(binary))
     process = subprocess.Popen(
         command,
         cwd=binary.module_dir,
@@ -207,7 +247,7 @@ def _build_one(go: str, binary: Binary, target: Path, ldflags: list[str]) -> Non
                 output, _ = process.communicate(timeout=HEARTBEAT_SECONDS)
                 break
             except subprocess.TimeoutExpired:
-                _log(f"still building {binary.name} ({time.monotonic() - started:.0f}s)")
+                _log(progress.still(binary, time.monotonic() - started))
     except BaseException:
         process.kill()
         process.wait()
@@ -233,22 +273,39 @@ def ensure_binaries() -> Path:
     started = time.monotonic()
     with _exclusive(directory.parent / "build.lock"):
         missing = [b for b in BINARIES if not _is_built(b, directory)]
-        _log(f"building {', '.join(b.name for b in missing)} into {directory}")
-        for binary in missing:
+        expected = sum(b.expected_minutes for b in missing)
+        _log(
+            f"building {', '.join(b.name for b in missing)} into {directory}: about "
+            f"{_minutes(expected)} on two cores when Go's caches are cold, once per release"
+        )
+        for binary, progress in zip(missing, plan_progress(missing), strict=True):
+            target = directory / binary.name
             if binary.pinned_module is None:
-                _build_one(go, binary, directory / binary.name, kubernetes_ldflags)
+                _build_one(go, binary, target, kubernetes_ldflags, progress)
                 continue
             pinned = required_version(binary.pinned_module, binary.module_dir)
-            _build_one(go, binary, directory / binary.name, helm_ldflags(pinned))
+            _build_one(go, binary, target, helm_ldflags(pinned), progress)
             _version_stamp(binary, directory).write_text(pinned + "\n")
     _log(f"control plane {version} ready in {directory} ({time.monotonic() - started:.0f}s)")
     return directory
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Build what is missing and print the directory. With ``--before-tests`` (what
+    `make test` runs before pytest, so that a cold build shows its progress instead
+    of sitting behind pytest's output capture) it follows ``GPU_ADMISSION_E2E`` as
+    the tests do: nothing when off, and without Go a note rather than a failure
+    unless the end-to-end tests are required."""
+    before_tests = "--before-tests" in (sys.argv[1:] if argv is None else argv)
+    mode = os.environ.get("GPU_ADMISSION_E2E", "").strip().lower()
+    if before_tests and mode == "off":
+        return 0
     try:
         print(ensure_binaries())
-    except (GoToolchainMissing, BuildFailed) as error:
+    except GoToolchainMissing as error:
+        _log(str(error))
+        return 1 if mode == "required" or not before_tests else 0
+    except BuildFailed as error:
         _log(str(error))
         return 1
     return 0

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from . import dra
-from .build_controlplane import pinned_kubernetes_version
+from .build_controlplane import BINARIES, pinned_kubernetes_version, plan_progress
 from .controlplane import ControlPlane
 from .nodes import NodeSpec, nodes_in_pool
 
@@ -185,3 +185,17 @@ def test_a_claim_for_more_gpus_than_any_slice_holds_stays_pending(
 
     assert "cannot allocate all claims" in event["message"]
     assert "nodeName" not in controlplane.get_json("pod", "three-gpus", namespace)["spec"]
+
+
+def test_a_cold_build_says_which_binary_of_how_many_and_how_long_is_left() -> None:
+    missing = list(BINARIES[1:3])
+
+    first, second = plan_progress(missing)
+
+    assert first.starting(missing[0]) == (
+        "[1/2] building kube-apiserver (k8s.io/kubernetes/cmd/kube-apiserver): "
+        "about 9 min cold on two cores, about 12 min left in all"
+    )
+    assert second.still(missing[1], 90) == (
+        "[2/2] still building kube-controller-manager: 2 min of about 3 min"
+    )
