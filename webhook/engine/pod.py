@@ -200,6 +200,8 @@ _TERMS = f"{_REQUIRED}.nodeSelectorTerms"
 
 
 def _required_terms(spec: Mapping[str, Any], path: str) -> Sequence[Mapping[str, Any]] | None:
+    if spec.get("affinity") is None:
+        return None  # most pods as created
     affinity = _mapping(spec.get("affinity"), path, _AFFINITY, optional=True)
     node_affinity = _mapping(affinity.get("nodeAffinity"), path, _NODE_AFFINITY, optional=True)
     required = _mapping(

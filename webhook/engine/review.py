@@ -107,7 +107,8 @@ class Engine:
         if (refused := refusal(request)) is not None:
             return refused
         now = self.capacity(inventory)
-        target = target or self.scale_target(request)
+        if target is None and not request.is_pod:  # a pod is no autoscaler
+            target = self.scale_target(request)
         if target is not None:
             warnings = autoscaler_warnings(self.policy, target, scaled, now, self.kinds)
             return Decision(allowed=True, warnings=tuple(warnings))

@@ -7,6 +7,7 @@ our mutation; saying so here names the container and the fix.
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from webhook.engine.decision import Violation, echo, shorten
@@ -20,6 +21,8 @@ def check_quantities(context: RuleContext) -> list[Violation]:
     violations = []
     for container in context.pod.runnable_containers():
         for quantity in container.gpu:
+            if quantity.request == quantity.limit and _whole(quantity.value):
+                continue  # what defaulting leaves, judged without parsing either again
             where = f"{container.describe} {shorten(quantity.resource)}"
             problems = [
                 problem
@@ -63,6 +66,11 @@ def _problem(kind: str, raw: Any) -> str | None:
             "(use a MIG slice such as nvidia.com/mig-1g.5gb for a fraction of one)"
         )
     return None
+
+
+def _whole(value: Decimal | None) -> bool:
+    """Whether a quantity's value is a whole, non-negative number: one without a problem."""
+    return value is not None and value >= 0 and value == value.to_integral_value()
 
 
 def _shown(raw: Any) -> str:
