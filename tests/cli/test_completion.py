@@ -88,7 +88,9 @@ class TestBash:
         assert completed(bash_script, ["policy", "t"]) == ["test"]
 
     def test_options_are_those_of_the_command_so_far(self, bash_script: Path) -> None:
-        assert completed(bash_script, ["check", "--"]) == ["--help", "--policy", "--output"]
+        assert completed(bash_script, ["check", "--"]) == [
+            "--help", "--policy", "--output", "--warnings-exit-code",
+        ]  # fmt: skip
         assert completed(bash_script, ["--v"]) == ["--version"]
 
     def test_an_option_with_choices_offers_them(self, bash_script: Path) -> None:
@@ -118,7 +120,7 @@ class TestBash:
 
         # `policy` after --policy is that option's value, not the policy command.
         assert completed(bash_script, ["check", "--policy", "policy", "--"]) == [
-            "--help", "--policy", "--output",
+            "--help", "--policy", "--output", "--warnings-exit-code",
         ]  # fmt: skip
 
 
@@ -157,7 +159,7 @@ def test_zsh_registers_the_function_through_its_bash_layer_and_runs_it(
         "complete -F _gpu_admission gpu-admission",
         "text json yaml junit",
         "validate schema test",
-        "-h --help --policy --output -o",
+        "-h --help --policy --output -o --warnings-exit-code",
     ]
 
 

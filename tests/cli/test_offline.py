@@ -401,6 +401,35 @@ class TestCheckWarnings:
         assert report["summary"]["warnings"] == 1
         assert warning.startswith("gpu-admission: gpu-count: pod requests 9 nvidia.com/gpu;")
 
+    @pytest.mark.parametrize("code", [1, 3])
+    def test_admitted_with_warnings_exits_with_the_code_asked_for(
+        self, warn_policy: Path, nine_gpus: Path, code: int, capsys: Capture
+    ) -> None:
+        args = ["check", "--policy", str(warn_policy), str(nine_gpus)]
+
+        assert main([*args, "--warnings-exit-code", str(code)]) == code
+        assert main(args) == 0
+
+    def test_without_warnings_the_warnings_exit_code_does_not_apply(
+        self, warn_policy: Path, capsys: Capture
+    ) -> None:
+        code = main(
+            ["check", "--warnings-exit-code", "3", "--policy", str(warn_policy), str(EXAMPLES)]
+        )
+
+        assert code == 1  # the denied examples
+        assert main(["check", "--warnings-exit-code", "3", str(EXAMPLES / "cpu-pod.yaml")]) == 0
+
+    @pytest.mark.parametrize("value", ["-1", "256", "x"])
+    def test_a_warnings_exit_code_that_is_not_an_exit_status_is_a_usage_error(
+        self, nine_gpus: Path, value: str, capsys: Capture
+    ) -> None:
+        with pytest.raises(SystemExit) as exit_:
+            main(["check", "--warnings-exit-code", value, str(nine_gpus)])
+
+        assert exit_.value.code == 2
+        assert "argument --warnings-exit-code: " in capsys.readouterr().err
+
 
 class TestExplain:
     def test_the_warnings_kubectl_would_print_are_explained(
@@ -567,6 +596,38 @@ class TestPolicyTest:
         out, err = capsys.readouterr()
         assert (code, out) == (2, "")
         assert "enforcement.rules.gpu-cout: unknown rule 'gpu-cout'" in err
+
+    def test_junit_output_is_a_testcase_per_case_instead_of_the_lines(
+        self, capsys: Capture
+    ) -> None:
+        code = main(["policy", "test", "--output", "junit", str(POLICIES / "tests")])
+
+        root = ET.fromstring(capsys.readouterr().out.encode("utf-8"))
+        cases = sorted(p.name for p in (POLICIES / "tests").glob("*.yaml"))
+        assert code == 0
+        assert (root.get("name"), root.get("tests"), root.get("failures")) == (
+            "gpu-admission policy test",
+            str(len(cases)),
+            "0",
+        )
+        assert [c.get("name") for c in root.findall(".//testcase")] == cases
+
+    def test_junit_output_fails_a_case_with_expected_against_got_and_exits_1(
+        self, tmp_path: Path, capsys: Capture
+    ) -> None:
+        case = yaml.safe_load(
+            (POLICIES / "tests" / "training-job-nine-gpus-denied.yaml").read_text("utf-8")
+        )
+        case["expect"] = "allowed"
+        (tmp_path / "nine.yaml").write_text(yaml.safe_dump(case), "utf-8")
+
+        code = main(["policy", "test", "-o", "junit", str(tmp_path)])
+
+        root = ET.fromstring(capsys.readouterr().out.encode("utf-8"))
+        [failure] = root.findall(".//testcase[@name='nine.yaml']/failure")
+        assert code == 1
+        assert failure.get("message", "").startswith("expected allowed, got denied (")
+        assert root.findall("testsuite")[0].get("name") == str(tmp_path)
 
     def test_a_folder_without_cases_is_a_usage_error(self, tmp_path: Path, capsys: Capture) -> None:
         code = main(["policy", "test", str(tmp_path)])

@@ -1,4 +1,5 @@
-"""The JUnit XML of `check --output junit` (webhook/offline/junit.py)."""
+"""The JUnit XML of `check --output junit` and `policy test --output junit`
+(webhook/offline/junit.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import pytest
 
 from tests.builders import container, pod
 from webhook.engine import Engine
+from webhook.offline.cases import CaseResult
 from webhook.offline.documents import Document, read_documents
 from webhook.offline.evaluation import Report, evaluate
-from webhook.offline.junit import report_junit
+from webhook.offline.junit import cases_junit, report_junit
 from webhook.policy.load import default_policy_text, load_policy_text
 
 DEPLOYMENT = """\
@@ -143,3 +145,74 @@ def test_markup_and_characters_xml_cannot_hold_still_make_valid_xml(engine: Engi
     assert failure is not None
     assert failure.get("message") == report.pods[0].message
     assert "'ml/a<b>&\"c\"'" in report.pods[0].message
+
+
+CASE_RESULTS = [
+    CaseResult("allowed.yaml", (), description="A CPU pod is left alone."),
+    CaseResult(
+        "jobs/nine.yaml",
+        (
+            "expected allowed, got denied (gpu-admission denied pod 'big': ...)",
+            "expected rules to fail: none; failed: gpu-count",
+        ),
+    ),
+    CaseResult("broken.yaml", ("invalid case: broken.yaml: expect: ...",), broken=True),
+]
+
+
+def test_the_case_folder_is_a_testsuite_and_each_case_a_testcase() -> None:
+    root = parsed(cases_junit(CASE_RESULTS, "policies/tests", "policy.yaml"))
+
+    counts = {"tests": "3", "failures": "1", "errors": "1", "skipped": "0"}
+    assert root.attrib == {"name": "gpu-admission policy test", **counts}
+    [suite] = root.findall("testsuite")
+    assert suite.attrib == {"name": "policies/tests", **counts}
+    assert [p.attrib for p in suite.findall("properties/property")] == [
+        {"name": "policy", "value": "policy.yaml"}
+    ]
+    assert [(c.get("classname"), c.get("name")) for c in suite.findall("testcase")] == [
+        ("policies/tests", "allowed.yaml"),
+        ("policies/tests", "jobs/nine.yaml"),
+        ("policies/tests", "broken.yaml"),
+    ]
+
+
+def test_a_passing_case_has_its_description_and_no_failure() -> None:
+    [case] = parsed(cases_junit(CASE_RESULTS[:1], "t", "p")).findall(".//testcase")
+
+    assert list(case) == case.findall("properties")
+    assert [p.attrib for p in case.findall("properties/property")] == [
+        {"name": "description", "value": "A CPU pod is left alone."}
+    ]
+
+
+def test_a_case_that_differs_fails_with_each_expected_against_got() -> None:
+    [case] = parsed(cases_junit(CASE_RESULTS[1:2], "t", "p")).findall(".//testcase")
+
+    [failure] = case.findall("failure")
+    assert case.find("properties") is None
+    assert failure.get("type") == "mismatch"
+    assert failure.get("message") == "; ".join(CASE_RESULTS[1].problems)
+    assert failure.text == (
+        "expected allowed, got denied (gpu-admission denied pod 'big': ...)\n"
+        "expected rules to fail: none; failed: gpu-count\n"
+    )
+
+
+def test_a_case_that_cannot_be_run_is_an_error_not_a_failure() -> None:
+    [case] = parsed(cases_junit(CASE_RESULTS[2:], "t", "p")).findall(".//testcase")
+
+    assert case.find("failure") is None
+    error = case.find("error")
+    assert error is not None
+    assert (error.get("type"), error.get("message")) == (
+        "broken",
+        "invalid case: broken.yaml: expect: ...",
+    )
+
+
+def test_no_cases_is_an_empty_testsuite() -> None:
+    root = parsed(cases_junit([], "t", "p"))
+
+    [suite] = root.findall("testsuite")
+    assert (root.get("tests"), suite.get("tests"), suite.findall("testcase")) == ("0", "0", [])

@@ -370,6 +370,23 @@ class TestCases:
         (tmp_path / "cm.yaml").write_text(yaml.safe_dump(case), "utf-8")
         [result] = run_cases(engine, tmp_path)
         assert result.problems == ("object: v1 ConfigMap has no pod template",)
+        assert result.broken
+
+    def test_a_case_that_is_not_a_case_is_broken_and_one_that_differs_is_not(
+        self, engine: Engine, tmp_path: Path
+    ) -> None:
+        (tmp_path / "a-not-a-case.yaml").write_text("expect: maybe\n", "utf-8")
+        nine = pod("training", containers=[container(gpus=9)])
+        differs = {"description": "Nine GPUs.\n", "object": nine, "expect": "allowed"}
+        (tmp_path / "b-differs.yaml").write_text(yaml.safe_dump(differs), "utf-8")
+
+        not_a_case, different = run_cases(engine, tmp_path)
+
+        assert not_a_case.broken
+        assert not_a_case.problems[0].startswith("invalid case: ")
+        assert not different.broken
+        assert not different.passed
+        assert different.description == "Nine GPUs."
 
 
 class TestPresentation:

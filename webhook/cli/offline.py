@@ -1,7 +1,8 @@
 """`gpu-admission check`, `explain`, `policy schema` and `policy test`: the policy, offline.
 
 Exit status: 0 when everything is allowed (or passes), 1 on a denial (or a
-failed case), 2 on a usage error or input that cannot be read.
+failed case), 2 on a usage error or input that cannot be read; `check
+--warnings-exit-code N` makes it N when everything is admitted but with warnings.
 
 The engine, the policy model and the YAML reader are imported when a command runs,
 not when its arguments are added: `--help` starts without them.
@@ -24,6 +25,7 @@ __all__ = ["add_offline_commands", "add_policy_offline_commands"]
 
 OK, DENIED, USAGE = 0, 1, 2
 OUTPUTS = ("text", "json", "yaml", "junit")
+TEST_OUTPUTS = ("text", "junit")
 STDOUT = "-"
 
 CHECK_EPILOG = """\
@@ -37,13 +39,19 @@ kubectl apply -R -f DIR). Warnings are those kubectl would print.
 --output json|yaml prints a CheckReport (structure documented in
 webhook/offline/report_data.py); --output junit prints JUnit XML, a testsuite
 per file and a testcase per pod or pod template (webhook/offline/junit.py).
-Exit status: 0 all allowed, 1 any denial, 2 unreadable input or policy.
+Exit status: 0 all allowed, 1 any denial, 2 unreadable input or policy; with
+--warnings-exit-code N, N when all are allowed but some with warnings (1 fails
+a CI job on warnings; a code of its own, such as 3, lets the CI tell them apart,
+e.g. GitLab's allow_failure: exit_codes: [3]).
 """
 
 TEST_EPILOG = """\
 Each *.yaml file under DIR is a case: object, expect (allowed|denied), and
 optionally rules (exactly the rules that fail), patch (operations the
 mutation contains) and pods (fragments a mutated pod contains).
+--output junit prints JUnit XML instead of a line per case: a testcase per case,
+a failure with each way it differs from what it expects (expected ..., got ...),
+an error for a case that cannot be run (webhook/offline/junit.py).
 Exit status: 0 all cases pass, 1 any fails, 2 no cases or unreadable policy.
 """
 
@@ -62,6 +70,14 @@ def add_offline_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
     add_policy_option(check)
     check.add_argument(
         "--output", "-o", choices=OUTPUTS, default="text", help="report format (default: text)"
+    )
+    check.add_argument(
+        "--warnings-exit-code",
+        type=_exit_code,
+        default=OK,
+        metavar="N",
+        help="exit status when every pod is admitted but kubectl would print warnings "
+        "(default: 0; 1 to fail on warnings)",
     )
     check.set_defaults(run=_check)
 
@@ -98,6 +114,13 @@ def add_policy_offline_commands(
     )
     test.add_argument("directory", type=Path, metavar="DIR")
     add_policy_option(test)
+    test.add_argument(
+        "--output",
+        "-o",
+        choices=TEST_OUTPUTS,
+        default="text",
+        help="text: a line per case; junit: JUnit XML (default: text)",
+    )
     test.set_defaults(run=_policy_test)
 
 
@@ -113,7 +136,9 @@ def _check(args: argparse.Namespace) -> int:
         return _usage_error(str(error))
     report = evaluate(engine, documents)
     sys.stdout.write(_render(report, args.output, sources))
-    return OK if report.allowed else DENIED
+    if not report.allowed:
+        return DENIED
+    return args.warnings_exit_code if report.warnings else OK
 
 
 def _render(report: Report, output: str, sources: list[str]) -> str:
@@ -188,6 +213,12 @@ def _policy_test(args: argparse.Namespace) -> int:
         engine = load_engine(args.policy)
     except PolicyError as error:
         return _usage_error(str(error))
+    if args.output == "junit":
+        from webhook.offline.junit import cases_junit
+
+        results = list(run_cases(engine, directory))
+        sys.stdout.write(cases_junit(results, str(directory), engine.policy.source))
+        return OK if all(result.passed for result in results) else DENIED
     passed = failed = 0
     for result in run_cases(engine, directory):
         if result.passed:
@@ -198,6 +229,16 @@ def _policy_test(args: argparse.Namespace) -> int:
             print(f"FAIL {result.name}: {'; '.join(result.problems)}")
     print(f"{passed + failed} cases: {passed} passed, {failed} failed")
     return DENIED if failed else OK
+
+
+def _exit_code(text: str) -> int:
+    try:
+        code = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an exit status: {text!r}") from None
+    if not 0 <= code <= 255:
+        raise argparse.ArgumentTypeError(f"an exit status is 0 to 255, got {text}")
+    return code
 
 
 def _usage_error(message: str) -> int:

@@ -51,6 +51,10 @@ class CaseResult:
     name: str
     problems: tuple[str, ...]
     """Why the case failed; empty when it passed."""
+    broken: bool = False
+    """The case could not be run (unreadable, not a case, an object without pods): an
+    error of the case, not a verdict that differs from what it expects."""
+    description: str = ""
 
     @property
     def passed(self) -> bool:
@@ -71,13 +75,15 @@ def run_case(engine: Engine, path: Path, name: str) -> CaseResult:
     try:
         case = read_case(path.read_text("utf-8"), str(path))
     except (OSError, UnicodeDecodeError) as error:
-        return CaseResult(name, (f"cannot read: {error}",))
+        return CaseResult(name, (f"cannot read: {error}",), broken=True)
     except ManifestError as error:
-        return CaseResult(name, (f"invalid case: {error}",))
+        return CaseResult(name, (f"invalid case: {error}",), broken=True)
     report = evaluate(engine, [Document(str(path), 1, case.object)])
     if report.skipped:
-        return CaseResult(name, (f"object: {report.skipped[0].reason}",))
-    return CaseResult(name, tuple(case_problems(case, report.pods)))
+        reason = f"object: {report.skipped[0].reason}"
+        return CaseResult(name, (reason,), broken=True, description=case.description.strip())
+    problems = tuple(case_problems(case, report.pods))
+    return CaseResult(name, problems, description=case.description.strip())
 
 
 def read_case(text: str, source: str) -> Case:

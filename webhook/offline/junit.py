@@ -1,7 +1,7 @@
-"""The report of `gpu-admission check --output junit`: JUnit XML for a policy repository's CI.
+"""JUnit XML for a policy repository's CI: `check --output junit` and `policy test --output junit`.
 
-One testsuite per manifest file, one testcase per pod or pod template (named as the
-text report names it, `Deployment 'llm-server' /spec/template`, with its line), so a
+`check`: one testsuite per manifest file, one testcase per pod or pod template (named as
+the text report names it, `Deployment 'llm-server' /spec/template`, with its line), so a
 CI dashboard lists the objects of each file and marks the denied ones:
 
     <testsuites name="gpu-admission check" tests="3" failures="1" errors="0" skipped="1">
@@ -23,6 +23,25 @@ list of them would bury the one object that fails; the failed rules are in the
 failure's text. Warnings, which admit the pod, are the testcase's system-out (each
 line as kubectl prints it) and each a `warning` property, since CI tools show one or
 the other. A file without objects is an empty testsuite, so every file read is listed.
+
+`policy test`: one testsuite, the folder of cases, and one testcase per case file
+(named by its path in the folder, its description a property). A case whose outcome
+differs from what it expects fails with each difference, expected against got; a case
+that cannot be run (unreadable, not a case, an object without pods) is an error:
+
+    <testsuites name="gpu-admission policy test" tests="2" failures="1" errors="0" skipped="0">
+      <testsuite name="policies/tests" tests="2" failures="1" errors="0" skipped="0">
+        <properties><property name="policy" value="policies/default.yaml (embedded)"/></properties>
+        <testcase classname="policies/tests" name="cpu-pod-allowed.yaml">...</testcase>
+        <testcase classname="policies/tests" name="nine-gpus.yaml">
+          <properties><property name="description" value="No node has nine GPUs"/></properties>
+          <failure type="mismatch" message="expected allowed, got denied (...); expected rules ...">
+            expected allowed, got denied (...)
+            expected rules to fail: none; failed: gpu-count</failure>
+        </testcase>
+      </testsuite>
+    </testsuites>
+
 Characters XML 1.0 cannot hold (control characters, lone surrogates: in a file name,
 say) are written as Python escapes them, `\\x07`, `\\ud800`.
 """
@@ -32,10 +51,15 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from webhook.offline.evaluation import ObjectRef, PodEvaluation, Report, SkippedObject
 
+if TYPE_CHECKING:
+    from webhook.offline.cases import CaseResult
+
 SUITES_NAME = "gpu-admission check"
+CASES_SUITES_NAME = "gpu-admission policy test"
 
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 """Characters outside XML 1.0's Char production; ElementTree would write them as they are."""
@@ -53,16 +77,58 @@ def report_junit(report: Report, sources: Sequence[str] = ()) -> str:
         _add(cases, counts, skipped.object.source, _skipped_case(skipped), skipped=True)
 
     root = ET.Element("testsuites", name=SUITES_NAME)
-    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    totals = _no_tests()
     for source, testcases in cases.items():
-        count = counts.get(source, {"tests": 0, "failures": 0, "errors": 0, "skipped": 0})
-        suite = ET.SubElement(root, "testsuite", name=_xml(source))
-        suite.attrib.update({key: str(value) for key, value in count.items()})
-        properties = ET.SubElement(suite, "properties")
-        ET.SubElement(properties, "property", name="policy", value=_xml(report.policy))
+        count = counts.get(source, _no_tests())
+        suite = _suite(root, source, report.policy, count)
         suite.extend(testcases)
         for key, value in count.items():
             totals[key] += value
+    return _document(root, totals)
+
+
+def cases_junit(results: Sequence[CaseResult], directory: str, policy: str) -> str:
+    """The JUnit XML of `policy test`: the folder of cases `directory` run against `policy`
+    (where it came from) is a testsuite, and each of `results` a testcase."""
+    count = _no_tests()
+    testcases = []
+    for result in results:
+        case = ET.Element("testcase", classname=_xml(directory), name=_xml(result.name))
+        if result.description:
+            properties = ET.SubElement(case, "properties")
+            ET.SubElement(
+                properties, "property", name="description", value=_xml(result.description)
+            )
+        count["tests"] += 1
+        if result.problems:
+            count["errors" if result.broken else "failures"] += 1
+            problem = ET.SubElement(
+                case,
+                "error" if result.broken else "failure",
+                type="broken" if result.broken else "mismatch",
+                message=_xml("; ".join(result.problems)),
+            )
+            problem.text = _xml("".join(f"{line}\n" for line in result.problems))
+        testcases.append(case)
+    root = ET.Element("testsuites", name=CASES_SUITES_NAME)
+    _suite(root, directory, policy, count).extend(testcases)
+    return _document(root, count)
+
+
+def _no_tests() -> dict[str, int]:
+    return {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+
+
+def _suite(root: ET.Element, name: str, policy: str, count: dict[str, int]) -> ET.Element:
+    """A testsuite of `root`, with its counts and the policy as its property."""
+    suite = ET.SubElement(root, "testsuite", name=_xml(name))
+    suite.attrib.update({key: str(value) for key, value in count.items()})
+    properties = ET.SubElement(suite, "properties")
+    ET.SubElement(properties, "property", name="policy", value=_xml(policy))
+    return suite
+
+
+def _document(root: ET.Element, totals: dict[str, int]) -> str:
     root.attrib.update({key: str(value) for key, value in totals.items()})
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"
@@ -77,7 +143,7 @@ def _add(
     skipped: bool = False,
 ) -> None:
     cases.setdefault(source, []).append(case)
-    count = counts.setdefault(source, {"tests": 0, "failures": 0, "errors": 0, "skipped": 0})
+    count = counts.setdefault(source, _no_tests())
     count["tests"] += 1
     count["failures"] += failed
     count["skipped"] += skipped
