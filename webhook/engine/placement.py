@@ -69,7 +69,11 @@ def selects(pod: PodView, labels: Mapping[str, str], known_keys: frozenset[str])
 def tolerated(tolerations: Sequence[Mapping[str, Any]], taint: Taint) -> bool:
     if taint.effect not in BLOCKING_EFFECTS:
         return True
-    return any(tolerates(toleration, taint) for toleration in tolerations)
+    # A loop, not any() over a generator: that costs a pod about a microsecond more.
+    for toleration in tolerations:  # noqa: SIM110
+        if tolerates(toleration, taint):
+            return True
+    return False
 
 
 def tolerates(toleration: Mapping[str, Any], taint: Taint) -> bool:

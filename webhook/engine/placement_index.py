@@ -31,8 +31,10 @@ class PlacementIndex:
     """The policy's kinds of node, in its order."""
     by_label: Mapping[str, Mapping[str, frozenset[int]]]
     """Known node label -> its value -> the positions of the kinds with that value."""
-    by_class: Mapping[str, tuple[int, ...]]
+    by_class: Mapping[str, frozenset[int]]
     """Class -> the positions of the kinds of its pools."""
+    kinds_of_class: Mapping[str, tuple[NodeKind, ...]]
+    """Class -> the kinds of its pools, in the policy's order."""
     untainted: frozenset[int]
     """The kinds with no blocking taint (NoSchedule, NoExecute)."""
     by_rarest_taint: Mapping[Taint, frozenset[int]]
@@ -74,7 +76,11 @@ class PlacementIndex:
                 for key, values in by_label.items()
             },
             by_class={
-                name: tuple(p for p, kind in enumerate(kinds) if kind.pool in workload.pools)
+                name: frozenset(p for p, kind in enumerate(kinds) if kind.pool in workload.pools)
+                for name, workload in policy.classes.items()
+            },
+            kinds_of_class={
+                name: tuple(kind for kind in kinds if kind.pool in workload.pools)
                 for name, workload in policy.classes.items()
             },
             untainted=frozenset(p for p, taints in enumerate(blocking) if not taints),
@@ -91,10 +97,12 @@ class PlacementIndex:
             found = self._tolerable(pod.tolerations)
         if found is None:
             return self.kinds
-        positions = set(found)
         if workload is not None:
-            positions.update(self.by_class.get(workload, ()))
-        return tuple(self.kinds[p] for p in sorted(positions))
+            own = self.by_class.get(workload, frozenset())
+            if found <= own:  # a class pod kept to its pools: the common case
+                return self.kinds_of_class.get(workload, ())
+            found = found | own
+        return tuple(self.kinds[p] for p in sorted(found))
 
     def _selectable(self, pod: PodView) -> frozenset[int] | None:
         """The kinds that no requirement `In` on a known label excludes; None when no such

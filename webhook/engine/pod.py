@@ -108,7 +108,9 @@ def read_pod(pod: Any, policy: Policy, path: str = "") -> PodView:
     name = metadata.get("name") or metadata.get("generateName") or ""
     if not isinstance(name, str):
         raise MalformedObject(f"{path}metadata.name", "must be a string")
-    lists = {list_name: _containers(spec, list_name, path, policy) for list_name in CONTAINER_LISTS}
+    init_containers = _containers(spec, "initContainers", path, policy)
+    containers = _containers(spec, "containers", path, policy)
+    ephemeral_containers = _containers(spec, "ephemeralContainers", path, policy)
     if spec.get("containers") is None:
         raise MalformedObject(f"{path}spec.containers", "a pod needs a list of containers")
     priority_class_name = spec.get("priorityClassName")
@@ -122,9 +124,9 @@ def read_pod(pod: Any, policy: Policy, path: str = "") -> PodView:
         name=name,
         labels=labels,
         spec=spec,
-        containers=lists["containers"],
-        init_containers=lists["initContainers"],
-        ephemeral_containers=lists["ephemeralContainers"],
+        containers=containers,
+        init_containers=init_containers,
+        ephemeral_containers=ephemeral_containers,
         node_selector=_string_map(spec.get("nodeSelector"), path, "spec.nodeSelector"),
         required_terms=_required_terms(spec, path),
         tolerations=_mappings(spec.get("tolerations"), path, "spec.tolerations"),
@@ -139,9 +141,12 @@ _LIST_FIELDS = {list_name: f"spec.{list_name}" for list_name in CONTAINER_LISTS}
 def _containers(
     spec: Mapping[str, Any], list_name: str, path: str, policy: Policy
 ) -> tuple[Container, ...]:
+    items = spec.get(list_name)
+    if items is None:
+        return ()
     result = []
     field = _LIST_FIELDS[list_name]
-    for index, raw in enumerate(_mappings(spec.get(list_name), path, field)):
+    for index, raw in enumerate(_mappings(items, path, field)):
         try:
             result.append(_container(raw, list_name, index, policy))
         except MalformedObject as error:  # its path is the container's own field's
