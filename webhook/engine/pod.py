@@ -187,14 +187,17 @@ def _gpu_quantities(
     if not requests and not limits:
         return ()
     is_gpu = policy.is_gpu_resource
-    names = [r for r in limits if is_gpu(r)]
-    names += [r for r in requests if r not in limits and is_gpu(r)]
     quantities = []
-    for name in names:
-        request, limit = requests.get(name), limits.get(name)
-        counted = request if request is not None else limit
-        value = parse_quantity(counted) if counted is not None else None
-        quantities.append(GpuQuantity(name, request, limit, value))
+    for name, limit in limits.items():
+        if is_gpu(name):
+            request = requests.get(name)
+            counted = request if request is not None else limit
+            value = parse_quantity(counted) if counted is not None else None
+            quantities.append(GpuQuantity(name, request, limit, value))
+    for name, request in requests.items():
+        if name not in limits and is_gpu(name):
+            value = parse_quantity(request) if request is not None else None
+            quantities.append(GpuQuantity(name, request, None, value))
     return tuple(quantities)
 
 
