@@ -62,6 +62,18 @@ def compile_policy(spec: model.PolicySpec, catalog: MigCatalog, source: str) -> 
             for e in spec.exemptions
         ),
         named_rules=_named_rules(spec),
+        dra=_compile_dra(spec.dra),
+    )
+
+
+def _compile_dra(dra: model.Dra) -> compiled.DraSettings:
+    return compiled.DraSettings(
+        drivers=frozenset(dra.drivers),
+        gpu_classes=frozenset(dra.device_classes.gpu),
+        mig_classes=frozenset(dra.device_classes.mig),
+        type_attribute=dra.attributes.type,
+        product_attribute=dra.attributes.product_name,
+        profile_attribute=dra.attributes.mig_profile,
     )
 
 
@@ -95,6 +107,7 @@ def _compile_pool(
         taints=taints,
         models=models,
         mig_strategy=pool.mig,
+        gpus_through=pool.gpus_through,
     )
 
 

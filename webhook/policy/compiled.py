@@ -34,6 +34,53 @@ class GpuModel:
     """MIG profile (resource name suffix) -> most instances on one GPU; empty without MIG."""
 
 
+DEVICE_PLUGIN = "devicePlugin"
+DRA = "dra"
+BOTH = "both"
+"""How a pool's nodes give pods GPUs (`Pool.gpus_through`)."""
+
+GPU_DEVICE = "gpu"
+MIG_DEVICE = "mig"
+"""The values of the type attribute of a DRA device: a whole GPU, a MIG slice of one."""
+
+
+@dataclass(frozen=True, slots=True)
+class DraSettings:
+    """How GPUs claimed through Dynamic Resource Allocation are recognised; the defaults
+    are NVIDIA's DRA driver's."""
+
+    drivers: frozenset[str] = frozenset({"gpu.nvidia.com"})
+    """The drivers whose ResourceSlices publish GPUs; other drivers' devices are not GPUs."""
+    gpu_classes: frozenset[str] = frozenset({"gpu.nvidia.com"})
+    """DeviceClasses whose devices are whole GPUs."""
+    mig_classes: frozenset[str] = frozenset({"mig.nvidia.com"})
+    """DeviceClasses whose devices are MIG slices."""
+    type_attribute: str = "type"
+    """The attribute whose value is ``gpu`` (a whole GPU) or ``mig`` (a MIG device)."""
+    product_attribute: str = "productName"
+    """The attribute naming the GPU's product, e.g. ``NVIDIA A100-SXM4-40GB``."""
+    profile_attribute: str = "profile"
+    """The attribute naming a MIG device's profile, e.g. ``1g.5gb``."""
+
+    def device_kind(self, device_class: str) -> str | None:
+        """``gpu`` or ``mig`` for a DeviceClass of the policy's, None for any other."""
+        if device_class in self.gpu_classes:
+            return GPU_DEVICE
+        if device_class in self.mig_classes:
+            return MIG_DEVICE
+        return None
+
+    @property
+    def device_classes(self) -> frozenset[str]:
+        """Every DeviceClass whose devices are GPUs, whole or MIG."""
+        return self.gpu_classes | self.mig_classes
+
+    @property
+    def attributes(self) -> frozenset[str]:
+        """The device attributes the policy reads."""
+        return frozenset((self.type_attribute, self.product_attribute, self.profile_attribute))
+
+
 @dataclass(frozen=True, slots=True)
 class Pool:
     name: str
@@ -43,7 +90,20 @@ class Pool:
     taints: tuple[Taint, ...]
     models: Mapping[str, GpuModel]
     mig_strategy: str
-    """`none`, `mixed` (nvidia.com/mig-<profile> resources) or `single`."""
+    """`none`, `mixed` (nvidia.com/mig-<profile> resources, or MIG devices through DRA) or
+    `single`."""
+    gpus_through: str = DEVICE_PLUGIN
+    """`devicePlugin`, `dra` or `both`: how the pool's nodes give pods GPUs."""
+
+    @property
+    def takes_device_plugin_gpus(self) -> bool:
+        """Whether nodes of the pool advertise GPUs as extended resources (nvidia.com/gpu)."""
+        return self.gpus_through != DRA
+
+    @property
+    def takes_dra_gpus(self) -> bool:
+        """Whether nodes of the pool publish GPUs in ResourceSlices, claimed through DRA."""
+        return self.gpus_through != DEVICE_PLUGIN
 
     def models_for(self, model: str | None) -> list[GpuModel]:
         """The pool's `model` when it has it; all its models otherwise (`model` None too)."""
@@ -177,6 +237,8 @@ class Policy:
     named_rules: tuple[tuple[str, str], ...] = field(default=())
     """(field path, rule name) of each rule `enforcement` gives a mode, in the order it names
     them. Which names exist is the engine's to say: it refuses a policy naming another."""
+    dra: DraSettings = field(default_factory=DraSettings)
+    """How GPUs claimed through Dynamic Resource Allocation are recognised."""
 
     def mode_of(self, rule: str, workload_class: str | None) -> str:
         """The mode of `rule` for a pod of `workload_class` (None: no known class)."""

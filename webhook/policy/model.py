@@ -17,11 +17,18 @@ LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 KIND_PATTERN = r"^[A-Z][A-Za-z0-9]*$"
+DEVICE_ATTRIBUTE_PATTERN = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z_][A-Za-z0-9_]{0,31}$"
+"""A device attribute's name as a ResourceSlice gives it: a C identifier of at most 32
+characters (in the domain of the device's driver), or `<domain>/<identifier>`."""
 TEMPLATE_PATH_PATTERN = r"^(/([A-Za-z_][A-Za-z0-9_]*|\*))+$"
 """Field names CEL can select (`object.spec.template`) and `*` wildcards."""
 
 LabelKey = str
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+GpusThrough = Literal["devicePlugin", "dra", "both"]
+"""How a pool's nodes give pods GPUs: the device plugin's extended resources
+(`nvidia.com/gpu`, `nvidia.com/mig-<profile>`), Dynamic Resource Allocation
+(ResourceClaims of the policy's GPU DeviceClasses), or both side by side."""
 Mode = Literal["enforce", "warn", "audit"]
 """`enforce` denies; `warn` admits with an AdmissionResponse warning; `audit` admits and
 records the violation in the response's auditAnnotations."""
@@ -100,6 +107,16 @@ class Pool(StrictModel):
     taints: list[Taint] | None = None
     models: dict[str, GpuModel] = Field(min_length=1)
     mig: Literal["none", "mixed", "single"] = "none"
+    gpus_through: GpusThrough = Field(
+        default="devicePlugin",
+        alias="gpusThrough",
+        description=(
+            "how the pool's nodes give pods GPUs: devicePlugin (nvidia.com/gpu and "
+            "nvidia.com/mig-<profile> resources, the default), dra (ResourceClaims of the "
+            "DeviceClasses in `dra.deviceClasses`, devices published in ResourceSlices) "
+            "or both (nodes of either kind, or nodes with both)"
+        ),
+    )
 
     @field_validator("models")
     @classmethod
@@ -108,6 +125,74 @@ class Pool(StrictModel):
             if not re.fullmatch(LABEL_VALUE_PATTERN, name) or not name:
                 raise ValueError(f"model name {name!r} is not a valid label value")
         return models
+
+
+class DeviceClasses(StrictModel):
+    """The DeviceClasses whose devices are GPUs: a claim of one asks for GPUs."""
+
+    gpu: list[str] = Field(
+        default_factory=lambda: ["gpu.nvidia.com"],
+        min_length=1,
+        description="DeviceClasses whose devices are whole GPUs",
+    )
+    mig: list[str] = Field(
+        default_factory=lambda: ["mig.nvidia.com"],
+        description="DeviceClasses whose devices are MIG slices of a GPU",
+    )
+
+    @field_validator("gpu", "mig")
+    @classmethod
+    def _class_names(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if len(name) > 253 or not re.fullmatch(DNS_SUBDOMAIN_PATTERN, name):
+                raise ValueError(f"{name!r} is not a DeviceClass name such as gpu.nvidia.com")
+        return names
+
+
+class DeviceAttributes(StrictModel):
+    """The device attributes read of a driver's ResourceSlices, by what they mean."""
+
+    type: str = Field(
+        default="type",
+        pattern=DEVICE_ATTRIBUTE_PATTERN,
+        description="whose value is gpu for a whole GPU and mig for a MIG device",
+    )
+    product_name: str = Field(
+        default="productName",
+        alias="productName",
+        pattern=DEVICE_ATTRIBUTE_PATTERN,
+        description=(
+            "the GPU's product, e.g. NVIDIA A100-SXM4-40GB: it names the pool's model whose "
+            "product it ends with"
+        ),
+    )
+    mig_profile: str = Field(
+        default="profile",
+        alias="migProfile",
+        pattern=DEVICE_ATTRIBUTE_PATTERN,
+        description="a MIG device's profile, e.g. 1g.5gb",
+    )
+
+
+class Dra(StrictModel):
+    """GPUs claimed through Dynamic Resource Allocation, for pools whose `gpusThrough` is
+    dra or both. The defaults are those of NVIDIA's DRA driver."""
+
+    drivers: list[str] = Field(
+        default_factory=lambda: ["gpu.nvidia.com"],
+        min_length=1,
+        description="the DRA drivers whose ResourceSlices publish the GPUs",
+    )
+    device_classes: DeviceClasses = Field(default_factory=DeviceClasses, alias="deviceClasses")
+    attributes: DeviceAttributes = Field(default_factory=DeviceAttributes)
+
+    @field_validator("drivers")
+    @classmethod
+    def _driver_names(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if len(name) > 63 or not re.fullmatch(DNS_SUBDOMAIN_PATTERN, name):
+                raise ValueError(f"{name!r} is not a DRA driver name such as gpu.nvidia.com")
+        return names
 
 
 class PriorityClassRef(StrictModel):
@@ -280,6 +365,14 @@ class PolicySpec(StrictModel):
             "custom kinds whose pod templates are validated, besides Deployment, StatefulSet, "
             "DaemonSet, ReplicaSet, Job and CronJob; defaults to Kubeflow, Ray, JobSet and "
             "LeaderWorkerSet kinds, and replaces them when set"
+        ),
+    )
+    dra: Dra = Field(
+        default_factory=Dra,
+        description=(
+            "how GPUs claimed through Dynamic Resource Allocation are recognised: the "
+            "drivers publishing them, the DeviceClasses meaning whole GPUs and MIG slices, "
+            "and the device attributes naming product, type and MIG profile"
         ),
     )
     enforcement: Enforcement = Field(default_factory=Enforcement)

@@ -1,6 +1,7 @@
 """The checks that look at more than one field of a policy: a class naming a pool that does
 not exist, two pools sharing a node label value, a product the MIG catalog does not have,
-a rule name the engine does not have, and the like.
+a rule name the engine does not have, a DeviceClass meaning both whole GPUs and MIG
+slices, and the like.
 
 They read the data as the YAML gave it, not the checked model, and pass over whatever is
 not shaped as the model wants: so they run even when pydantic refuses other fields, and a
@@ -14,6 +15,7 @@ from collections.abc import Collection, Iterator
 from typing import Any
 
 from webhook.policy.catalog import MigCatalog
+from webhook.policy.model import DeviceAttributes
 from webhook.policy.yaml_source import FieldPath
 
 BUILT_IN_GROUPS = ("", "apps", "batch")
@@ -39,6 +41,7 @@ def reference_problems(
         rule_names,
     )
     found += _workload_kind_problems(_list(data.get("workloadKinds")))
+    found += _dra_problems(_mapping(data.get("dra")), _mapping(pools))
     found += _exemption_problems(_list(data.get("exemptions")))
     return found
 
@@ -165,6 +168,74 @@ def _exemption_problems(exemptions: list[Any]) -> Iterator[Found]:
                 "an exemption names namespaces, podLabels or both; "
                 "one with neither would exempt every pod",
             )
+
+
+DRA_MIG_CLASSES = ("dra", "deviceClasses", "mig")
+
+
+def _dra_problems(dra: dict[Any, Any], pools: dict[Any, Any]) -> Iterator[Found]:
+    classes = _mapping(dra.get("deviceClasses"))
+    yield from _listed_twice(("dra", "drivers"), _list(dra.get("drivers")), "driver")
+    gpu_classes = _list(classes.get("gpu"))
+    yield from _listed_twice(("dra", "deviceClasses", "gpu"), gpu_classes, "DeviceClass")
+    mig_classes = _list(classes.get("mig"))
+    yield from _listed_twice(DRA_MIG_CLASSES, mig_classes, "DeviceClass")
+    for index, name in enumerate(mig_classes):
+        if isinstance(name, str) and name in gpu_classes:
+            yield (
+                (*DRA_MIG_CLASSES, index),
+                f"DeviceClass {name!r} is listed under gpu too; a class's devices are either "
+                "whole GPUs or MIG slices",
+            )
+    yield from _attribute_problems(_mapping(dra.get("attributes")))
+    no_mig_class = "mig" in classes and not mig_classes
+    for name, pool in pools.items():
+        if isinstance(name, str) and isinstance(pool, dict):
+            yield from _pool_dra_problems(name, pool, no_mig_class)
+
+
+def _attribute_problems(attributes: dict[Any, Any]) -> Iterator[Found]:
+    defaults: dict[str, str] = DeviceAttributes().model_dump(by_alias=True)
+    read: dict[str, str] = {}
+    for meaning, default in defaults.items():
+        name = attributes.get(meaning, default)
+        if not isinstance(name, str):
+            continue
+        if name in read:
+            yield (
+                ("dra", "attributes", meaning),
+                f"{read[name]} and {meaning} both read the device attribute {name!r}; each "
+                "meaning needs an attribute of its own",
+            )
+        else:
+            read[name] = meaning
+
+
+def _pool_dra_problems(name: str, pool: dict[str, Any], no_mig_class: bool) -> Iterator[Found]:
+    through = pool.get("gpusThrough", "devicePlugin")
+    if through == "dra" and pool.get("mig") == "single":
+        yield (
+            ("pools", name, "mig"),
+            "single is the device plugin's MIG strategy (MIG slices advertised as whole "
+            "GPUs); a pool whose gpusThrough is dra offers MIG devices through the MIG "
+            "DeviceClasses: use mixed, or none",
+        )
+    if through in ("dra", "both") and pool.get("mig") == "mixed" and no_mig_class:
+        yield (
+            ("pools", name, "mig"),
+            f"pool {name!r} takes GPUs through DRA with MIG (mixed), but "
+            "dra.deviceClasses.mig names no DeviceClass for MIG devices",
+        )
+
+
+def _listed_twice(path: FieldPath, names: list[Any], what: str) -> Iterator[Found]:
+    seen: set[str] = set()
+    for index, name in enumerate(names):
+        if not isinstance(name, str):
+            continue
+        if name in seen:
+            yield (*path, index), f"{what} {name!r} is listed twice"
+        seen.add(name)
 
 
 def _mapping(value: object) -> dict[Any, Any]:
