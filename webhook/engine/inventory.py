@@ -1,4 +1,5 @@
-"""The cluster as the service last saw it: Nodes and PriorityClasses as plain data.
+"""The cluster as the service last saw it: Nodes, PriorityClasses and, for GPUs claimed
+through Dynamic Resource Allocation, ResourceSlices and DeviceClasses, as plain data.
 
 The Kubernetes client (``webhook.kube.inventory``) keeps an ``Inventory`` current and
 hands the latest one to every review; the engine only reads it. An inventory that
@@ -7,7 +8,10 @@ engine then uses the policy's static figures, exactly as without an inventory.
 
 Only what admission decisions need is kept of a Node: its name, labels, whether
 it takes new pods, and its allocatable extended resources (``nvidia.com/gpu``,
-``nvidia.com/mig-1g.5gb``, ...); CPU, memory and the rest are dropped.
+``nvidia.com/mig-1g.5gb``, ...); CPU, memory and the rest are dropped. Of a
+ResourceSlice, its driver, pool, generation, node and devices with the attributes the
+policy reads (``webhook.engine.resource_slices`` reads them; ``webhook.engine.dra_capacity``
+says what each pool offers of them).
 """
 
 from __future__ import annotations
@@ -37,12 +41,68 @@ class PriorityClassFacts:
     preemption_policy: str | None
 
 
+AttributeValue = str | int | bool
+"""A device attribute's value: a string (or a version, as its text), an int or a bool."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceFacts:
+    """One device of a ResourceSlice."""
+
+    name: str
+    attributes: Mapping[str, AttributeValue]
+    """The attributes kept, by name; a name in the slice driver's own domain is bare
+    (``productName``, never ``gpu.nvidia.com/productName``)."""
+    node: str | None = None
+    """The device's own node, in a slice with ``perDeviceNodeSelection``; None otherwise."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceSliceFacts:
+    """One ResourceSlice: a part of the devices one driver publishes in one pool."""
+
+    name: str
+    driver: str
+    pool: str
+    """The name of the pool (a driver's pool, usually one per node; not a policy pool)."""
+    generation: int
+    """The pool's generation: slices of an older one are stale and do not count."""
+    slice_count: int
+    """``resourceSliceCount``: how many slices the pool's generation has in all."""
+    node: str | None
+    """``spec.nodeName``: the node of all its devices; None for slices of several nodes
+    (``nodeSelector``, ``allNodes``) or of one node per device."""
+    devices: tuple[DeviceFacts, ...] = ()
+
+    def attribute(self, device: DeviceFacts, name: str) -> AttributeValue | None:
+        """The value of attribute `name` of `device` (one of this slice's), or None. `name`
+        is bare (the driver's own domain) or ``<domain>/<name>``."""
+        domain, _, bare = name.rpartition("/")
+        return device.attributes.get(bare if domain == self.driver else name)
+
+    def node_of(self, device: DeviceFacts) -> str | None:
+        """The node `device` is on, or None when it is not on one node."""
+        return device.node if device.node is not None else self.node
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceClassFacts:
+    name: str
+    selectors: tuple[str, ...] = ()
+    """The CEL expressions of its selectors, in order."""
+
+
 @dataclass(frozen=True, slots=True)
 class Inventory:
     nodes: tuple[NodeFacts, ...] | None = None
     """Every Node, or None until the Node list has synced once."""
     priority_classes: Mapping[str, PriorityClassFacts] | None = None
     """Every PriorityClass by name, or None until their list has synced once."""
+    resource_slices: tuple[ResourceSliceFacts, ...] | None = None
+    """The ResourceSlices of the policy's GPU drivers (every generation: see
+    ``webhook.engine.resource_slices.current_slices``), or None until listed once."""
+    device_classes: Mapping[str, DeviceClassFacts] | None = None
+    """Every DeviceClass by name, or None until their list has synced once."""
 
 
 UNKNOWN = Inventory()

@@ -1,0 +1,211 @@
+"""What each pool of a policy offers now through Dynamic Resource Allocation, worked out
+once per inventory: per node, the whole GPUs and the MIG devices its ResourceSlices
+publish, by GPU model and MIG profile.
+
+Only the slices that count now are read (``webhook.engine.resource_slices.current_slices``:
+the newest complete generation of each driver's pool), and of those only the slices of the
+policy's GPU drivers (``dra.drivers``). A device is a whole GPU when its type attribute is
+``gpu``, a MIG device when it is ``mig`` and it names its profile; other devices (a
+driver's passthrough or channel devices, say) are not GPUs.
+
+A node's pool is the one its pool label names, as for the device plugin's resources. A
+device's model is the pool's model whose product its product attribute is, or ends with
+(``NVIDIA A100-SXM4-40GB`` is ``A100-SXM4-40GB``, the way ``nvidia.com/gpu.product`` is
+read); failing that, the model the node's model label names; else not known (None).
+
+A pool counts the devices of its schedulable nodes. As with the device plugin, a pool
+with no such node is unknown rather than empty (a node group scaled to zero), and so is
+everything while the ResourceSlices have never been listed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from webhook.engine.inventory import DeviceFacts, Inventory, NodeFacts, ResourceSliceFacts
+from webhook.engine.resource_slices import DriverPool, current_slices
+from webhook.policy.compiled import GPU_DEVICE, MIG_DEVICE, DraSettings, Policy, Pool
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCount:
+    """How many devices one node has."""
+
+    count: int
+    node: str
+
+
+@dataclass(frozen=True)
+class NodeDevices:
+    """The GPU devices one node offers through DRA."""
+
+    name: str
+    pool: str | None
+    """The policy's pool the node's label names; None outside every pool, or while the
+    node is not known (not in the Node list, or the list not synced)."""
+    schedulable: bool
+    gpus: Mapping[str | None, int] = field(default_factory=dict)
+    """GPU model (None: not known) -> whole GPUs."""
+    mig: Mapping[tuple[str | None, str], int] = field(default_factory=dict)
+    """(GPU model or None, MIG profile) -> MIG devices."""
+    products: frozenset[str] = frozenset()
+    """The product attributes of its devices, as published."""
+
+    def gpu_count(self, model: str | None = None) -> int:
+        """Its whole GPUs, of `model` when given."""
+        return sum(n for m, n in self.gpus.items() if model is None or m == model)
+
+    def mig_count(self, profile: str, model: str | None = None) -> int:
+        """Its MIG devices of `profile`, on GPUs of `model` when given."""
+        return sum(
+            n for (m, p), n in self.mig.items() if p == profile and (model is None or m == model)
+        )
+
+    def mig_profiles(self, model: str | None = None) -> frozenset[str]:
+        return frozenset(p for m, p in self.mig if model is None or m == model)
+
+    @property
+    def models(self) -> frozenset[str]:
+        """The known models of its devices."""
+        return frozenset(m for m in (*self.gpus, *(m for m, _ in self.mig)) if m is not None)
+
+
+@dataclass(frozen=True)
+class DraPoolNow:
+    """The GPU devices the schedulable nodes of one policy pool offer through DRA."""
+
+    name: str
+    nodes: tuple[NodeDevices, ...]
+    """In name order; only nodes offering at least one GPU device."""
+
+    @property
+    def node_names(self) -> tuple[str, ...]:
+        return tuple(node.name for node in self.nodes)
+
+    @property
+    def models(self) -> frozenset[str]:
+        return frozenset(m for node in self.nodes for m in node.models)
+
+    def largest_gpus(self, model: str | None = None) -> NodeCount | None:
+        """The node with the most whole GPUs (of `model`), the first by name on a tie;
+        None when no node has one."""
+        return _largest((node.gpu_count(model), node.name) for node in self.nodes)
+
+    def total_gpus(self, model: str | None = None) -> int:
+        return sum(node.gpu_count(model) for node in self.nodes)
+
+    def largest_mig(self, profile: str, model: str | None = None) -> NodeCount | None:
+        """The node with the most MIG devices of `profile` (on GPUs of `model`)."""
+        return _largest((node.mig_count(profile, model), node.name) for node in self.nodes)
+
+    def mig_profiles(self, model: str | None = None) -> list[str]:
+        """The MIG profiles some node offers (on GPUs of `model`), sorted."""
+        return sorted({p for node in self.nodes for p in node.mig_profiles(model)})
+
+
+@dataclass(frozen=True)
+class DraNow:
+    synced: bool
+    """False while the ResourceSlices have never been listed: nothing is known."""
+    nodes: Mapping[str, NodeDevices] = field(default_factory=dict)
+    """Every node offering GPU devices through DRA, in a pool or not, cordoned or not."""
+    pools: Mapping[str, DraPoolNow] = field(default_factory=dict)
+    """Policy pool -> its schedulable nodes' devices; pools with none are absent."""
+    incomplete: tuple[DriverPool, ...] = ()
+    """The policy drivers' pools whose newest generation is still arriving."""
+
+    def pool(self, name: str) -> DraPoolNow | None:
+        return self.pools.get(name)
+
+
+UNKNOWN = DraNow(synced=False)
+
+
+def dra_now(policy: Policy, inventory: Inventory) -> DraNow:
+    """What each pool of `policy` offers through DRA in `inventory`."""
+    if inventory.resource_slices is None:
+        return UNKNOWN
+    settings = policy.dra
+    ours = [s for s in inventory.resource_slices if s.driver in settings.drivers]
+    current = current_slices(ours)
+    known = {node.name: node for node in inventory.nodes or ()}
+    by_label = {pool.label_value: pool for pool in policy.pools.values()}
+    counts: dict[str, _Counting] = {}
+    for piece in current.slices:
+        for device in piece.devices:
+            node_name = piece.node_of(device)
+            if node_name is None:
+                continue
+            counting = counts.get(node_name)
+            if counting is None:
+                facts = known.get(node_name)
+                pool = by_label.get(facts.labels.get(policy.pool_label, "")) if facts else None
+                counting = counts[node_name] = _Counting(policy, facts, pool)
+            counting.add(settings, piece, device)
+    offering = (counts[name].facts(name) for name in sorted(counts))
+    nodes = {devices.name: devices for devices in offering if devices.gpus or devices.mig}
+    members: dict[str, list[NodeDevices]] = {}
+    for devices in nodes.values():
+        if devices.pool is not None and devices.schedulable:
+            members.setdefault(devices.pool, []).append(devices)
+    return DraNow(
+        synced=True,
+        nodes=nodes,
+        pools={name: DraPoolNow(name, tuple(found)) for name, found in members.items()},
+        incomplete=current.incomplete,
+    )
+
+
+def model_of_product(pool: Pool, product: str) -> str | None:
+    """The pool's model whose product `product` is or ends with (a space or hyphen before
+    it: ``NVIDIA A100-SXM4-40GB``, ``NVIDIA-A100-SXM4-40GB``), or whose name it is."""
+    published = product.replace(" ", "-")
+    for model in pool.models.values():
+        known = model.product.replace(" ", "-") if model.product else None
+        if known and (published == known or published.endswith("-" + known)):
+            return model.name
+    return product if product in pool.models else None
+
+
+class _Counting:
+    """The devices of one node, counted as they are read."""
+
+    def __init__(self, policy: Policy, node: NodeFacts | None, pool: Pool | None) -> None:
+        self.pool = pool
+        self.schedulable = node.schedulable if node is not None else False
+        labelled = node.labels.get(policy.model_label) if node is not None else None
+        self.labelled = labelled if pool is not None and labelled in pool.models else None
+        self.gpus: dict[str | None, int] = {}
+        self.mig: dict[tuple[str | None, str], int] = {}
+        self.products: set[str] = set()
+
+    def add(self, settings: DraSettings, piece: ResourceSliceFacts, device: DeviceFacts) -> None:
+        kind = piece.attribute(device, settings.type_attribute)
+        product = piece.attribute(device, settings.product_attribute)
+        profile = piece.attribute(device, settings.profile_attribute)
+        model = self.labelled
+        if isinstance(product, str) and product:
+            self.products.add(product)
+            if self.pool is not None:
+                model = model_of_product(self.pool, product) or model
+        if kind == GPU_DEVICE:
+            self.gpus[model] = self.gpus.get(model, 0) + 1
+        elif kind == MIG_DEVICE and isinstance(profile, str) and profile:
+            key = (model, profile)
+            self.mig[key] = self.mig.get(key, 0) + 1
+
+    def facts(self, name: str) -> NodeDevices:
+        return NodeDevices(
+            name=name,
+            pool=self.pool.name if self.pool is not None else None,
+            schedulable=self.schedulable,
+            gpus=dict(self.gpus),
+            mig=dict(self.mig),
+            products=frozenset(self.products),
+        )
+
+
+def _largest(counts: Iterable[tuple[int, str]]) -> NodeCount | None:
+    count, node = min(counts, key=lambda pair: (-pair[0], pair[1]), default=(0, ""))
+    return NodeCount(count, node) if count > 0 else None
