@@ -34,3 +34,27 @@ def test_a_watcher_not_started_knows_nothing() -> None:
 def test_watch_timeout_must_be_positive() -> None:
     with pytest.raises(ValueError, match="watch_timeout_seconds"):
         InventoryWatcher(client.ApiClient(), watch_timeout_seconds=0)
+
+
+def test_a_watcher_watches_resource_slices_and_device_classes_only_when_asked() -> None:
+    plain = InventoryWatcher(client.ApiClient())
+    dra = InventoryWatcher(client.ApiClient(), dra=True, dra_drivers=["gpu.nvidia.com"])
+
+    assert not plain.watches_dra
+    assert plain.status().resource_slices is None
+    assert dra.watches_dra
+    status = dra.status()
+    assert status.resource_slices is not None and status.device_classes is not None
+    assert [kind.kind for kind in status.kinds()] == [
+        "nodes",
+        "priorityclasses",
+        "resourceslices",
+        "deviceclasses",
+    ]
+    assert dra.sync_age_seconds() == {
+        "nodes": None,
+        "priorityclasses": None,
+        "resourceslices": None,
+        "deviceclasses": None,
+    }
+    assert dra.current == Inventory()

@@ -7,13 +7,17 @@ import time
 
 import pytest
 
-from webhook.engine.inventory import UNKNOWN, Inventory, PriorityClassFacts
+from webhook.engine.inventory import UNKNOWN, DeviceClassFacts, Inventory, PriorityClassFacts
 from webhook.kube.inventory import InventoryStatus, KindStatus
-from webhook.policy import load_default_policy
+from webhook.policy import Policy, load_default_policy, load_policy_text
+from webhook.policy.load import default_policy_text
 from webhook.service.inventory import (
     MissingClassReport,
     inventory_label_keys,
+    inventory_options,
     inventory_readiness,
+    missing_device_classes,
+    takes_dra_gpus,
 )
 
 
@@ -107,3 +111,75 @@ def test_missing_priority_classes_are_logged_once_each_time_they_change(
         ("INFO", "every PriorityClass the policy names exists"),
     ]
     assert caplog.records[0].priority_classes == ["inference-priority"]  # type: ignore[attr-defined]
+
+
+def dra_policy() -> Policy:
+    text = default_policy_text().replace("gpusThrough: devicePlugin", "gpusThrough: dra", 1)
+    return load_policy_text(text, "dra.yaml")
+
+
+def test_a_policy_without_dra_pools_watches_no_resource_slices() -> None:
+    options = inventory_options(load_default_policy())
+
+    assert set(options) == {"node_label_keys"}
+    assert not takes_dra_gpus(load_default_policy())
+
+
+def test_a_dra_pool_watches_the_slices_of_its_drivers_keeping_the_attributes_it_reads() -> None:
+    options = inventory_options(dra_policy())
+
+    assert options["dra"] is True
+    assert options["dra_drivers"] == {"gpu.nvidia.com"}
+    assert options["device_attributes"] == {"type", "productName", "profile"}
+    assert "gpu-pool" in options["node_label_keys"]
+
+
+def test_resource_slices_and_device_classes_are_reported_like_the_other_kinds() -> None:
+    status = InventoryStatus(
+        kind_status("nodes", objects=9, ago=3.2),
+        kind_status("priorityclasses", objects=2, ago=1.0),
+        kind_status("resourceslices", ago=None, error="403 Forbidden"),
+        kind_status("deviceclasses", objects=2, ago=0.0),
+    )
+
+    ready, detail = inventory_readiness(status, UNKNOWN, dra_policy())
+
+    assert ready
+    assert (
+        "resourceslices: not synced yet, the policy's figures apply to DRA pools "
+        "(last error: 403 Forbidden)"
+    ) in detail
+    assert "deviceclasses: 2 known, current 0s ago" in detail
+    assert [kind.kind for kind in status.kinds()] == [
+        "nodes",
+        "priorityclasses",
+        "resourceslices",
+        "deviceclasses",
+    ]
+    assert not status.synced
+
+
+def test_gpu_device_classes_the_policy_names_but_the_cluster_lacks_are_listed() -> None:
+    status = InventoryStatus(
+        kind_status("nodes", ago=0.0),
+        kind_status("priorityclasses", ago=0.0),
+        kind_status("resourceslices", ago=0.0),
+        kind_status("deviceclasses", objects=1, ago=0.0),
+    )
+    inventory = Inventory(
+        priority_classes={
+            name: PriorityClassFacts(name, 1, None)
+            for name in ("inference-priority", "training-priority")
+        },
+        device_classes={"gpu.nvidia.com": DeviceClassFacts("gpu.nvidia.com")},
+    )
+
+    _, detail = inventory_readiness(status, inventory, dra_policy())
+    _, without_dra = inventory_readiness(status, inventory, load_default_policy())
+
+    assert detail.endswith(
+        "GPU DeviceClasses the policy names but the cluster lacks: mig.nvidia.com"
+    )
+    assert "DeviceClasses the policy names" not in without_dra
+    assert missing_device_classes(inventory, dra_policy()) == ["mig.nvidia.com"]
+    assert missing_device_classes(Inventory(), dra_policy()) == []

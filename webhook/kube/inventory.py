@@ -1,11 +1,14 @@
-"""The live inventory: Nodes and PriorityClasses of the cluster, kept current.
+"""The live inventory: Nodes and PriorityClasses of the cluster, kept current, and with
+``dra`` on, the ResourceSlices and DeviceClasses (``resource.k8s.io/v1``) of GPUs claimed
+through Dynamic Resource Allocation.
 
-Two ``Reflector`` threads (``webhook.kube.reflector``: LIST, WATCH from the
-resourceVersion, relist on 410, back-off) keep one kind each; every change of
-the facts the engine reads publishes a new immutable ``Inventory``
-(``webhook.engine.inventory``) with one attribute assignment, so ``current`` is
-read from any thread without a lock, once per review. Until a kind has been
-listed once it is ``None`` in the snapshot: the policy's static figures hold.
+One ``Reflector`` thread per kind (``webhook.kube.reflector``: LIST, WATCH from the
+resourceVersion, relist on 410, back-off) keeps it; every change of the facts the
+engine reads publishes a new immutable ``Inventory`` (``webhook.engine.inventory``)
+with one attribute assignment, so ``current`` is read from any thread without a lock,
+once per review. Until a kind has been listed once it is ``None`` in the snapshot: the
+policy's static figures hold. ResourceSlices are kept with every generation a driver
+has published; ``webhook.engine.resource_slices`` says which count.
 """
 
 from __future__ import annotations
@@ -22,17 +25,22 @@ from typing import Any
 from kubernetes import client
 
 from webhook.engine.inventory import (
+    DeviceClassFacts,
     Inventory,
     NodeFacts,
     PriorityClassFacts,
+    ResourceSliceFacts,
     node_facts,
     priority_class_facts,
 )
+from webhook.engine.resource_slices import device_class_facts, resource_slice_facts
 from webhook.kube.reflector import Backoff, KindStatus, Reflector
 
 __all__ = [
+    "DEVICE_CLASSES",
     "NODES",
     "PRIORITY_CLASSES",
+    "RESOURCE_SLICES",
     "InventoryStatus",
     "InventoryWatcher",
 ]
@@ -41,6 +49,8 @@ log = logging.getLogger("gpu_admission.inventory")
 
 NODES = "nodes"
 PRIORITY_CLASSES = "priorityclasses"
+RESOURCE_SLICES = "resourceslices"
+DEVICE_CLASSES = "deviceclasses"
 
 DEFAULT_WATCH_TIMEOUT = 240
 DEFAULT_PAGE_SIZE = 500
@@ -51,24 +61,39 @@ STOP_JOIN_TIMEOUT = 5.0
 class InventoryStatus:
     nodes: KindStatus
     priority_classes: KindStatus
+    resource_slices: KindStatus | None = None
+    """None when ResourceSlices are not watched (``dra`` off)."""
+    device_classes: KindStatus | None = None
+    """None when DeviceClasses are not watched (``dra`` off)."""
 
     @property
     def synced(self) -> bool:
-        """Both kinds have been listed at least once."""
-        return self.nodes.synced and self.priority_classes.synced
+        """Every kind watched has been listed at least once."""
+        return all(kind.synced for kind in self.kinds())
 
-    def kinds(self) -> tuple[KindStatus, KindStatus]:
-        return (self.nodes, self.priority_classes)
+    def kinds(self) -> tuple[KindStatus, ...]:
+        """The status of every kind watched."""
+        watched = (self.nodes, self.priority_classes, self.resource_slices, self.device_classes)
+        return tuple(kind for kind in watched if kind is not None)
 
 
 def _node_tuple(store: dict[str, NodeFacts]) -> tuple[NodeFacts, ...]:
     return tuple(store[name] for name in sorted(store))
 
 
+def _slice_tuple(store: dict[str, ResourceSliceFacts]) -> tuple[ResourceSliceFacts, ...]:
+    return tuple(store[name] for name in sorted(store))
+
+
 _PriorityClassMap = Mapping[str, PriorityClassFacts]
+_DeviceClassMap = Mapping[str, DeviceClassFacts]
 
 
 def _priority_class_map(store: dict[str, PriorityClassFacts]) -> _PriorityClassMap:
+    return MappingProxyType(dict(store))
+
+
+def _device_class_map(store: dict[str, DeviceClassFacts]) -> _DeviceClassMap:
     return MappingProxyType(dict(store))
 
 
@@ -76,13 +101,17 @@ def _priority_class_map(store: dict[str, PriorityClassFacts]) -> _PriorityClassM
 
 
 class InventoryWatcher:
-    """Nodes and PriorityClasses of the cluster behind ``api``, kept current.
+    """Nodes and PriorityClasses of the cluster behind ``api``, kept current; with ``dra``,
+    its ResourceSlices and DeviceClasses too.
 
     ``api`` is a ``kubernetes.client.ApiClient`` (``webhook.kube.client.api_client``). Nothing
     happens until ``start()``; ``current`` is ``Inventory()`` (nothing known) until then.
     ``on_change`` is called with each new snapshot, in order, from a watch thread; it
     should be quick and must not call ``stop()``. ``node_label_keys``, when given, are
-    the only Node labels kept (see ``node_facts``).
+    the only Node labels kept (see ``node_facts``); ``dra_drivers`` and
+    ``device_attributes``, when given, the only ResourceSlices (by driver) and device
+    attributes kept (see ``resource_slice_facts``): the slices of other drivers, and their
+    changes, cost nothing.
     """
 
     def __init__(
@@ -90,6 +119,9 @@ class InventoryWatcher:
         api: Any,
         *,
         node_label_keys: Collection[str] | None = None,
+        dra: bool = False,
+        dra_drivers: Collection[str] | None = None,
+        device_attributes: Collection[str] | None = None,
         relist_backoff_cap: float = 30.0,
         watch_timeout_seconds: int = DEFAULT_WATCH_TIMEOUT,
         page_size: int = DEFAULT_PAGE_SIZE,
@@ -126,6 +158,30 @@ class InventoryWatcher:
             backoff=Backoff(cap=relist_backoff_cap),
             **common,
         )
+        self._resource_slices: Reflector[ResourceSliceFacts, tuple[ResourceSliceFacts, ...]]
+        self._device_classes: Reflector[DeviceClassFacts, _DeviceClassMap]
+        self._dra: tuple[Reflector[Any, Any], ...] = ()
+        if dra:
+            resource: Any = client.ResourceV1Api(api)
+            self._resource_slices = Reflector(
+                RESOURCE_SLICES,
+                resource.list_resource_slice,
+                functools.partial(
+                    resource_slice_facts, drivers=dra_drivers, attributes=device_attributes
+                ),
+                _slice_tuple,
+                backoff=Backoff(cap=relist_backoff_cap),
+                **common,
+            )
+            self._device_classes = Reflector(
+                DEVICE_CLASSES,
+                resource.list_device_class,
+                device_class_facts,
+                _device_class_map,
+                backoff=Backoff(cap=relist_backoff_cap),
+                **common,
+            )
+            self._dra = (self._resource_slices, self._device_classes)
 
     @property
     def current(self) -> Inventory:
@@ -133,7 +189,7 @@ class InventoryWatcher:
         return self._current
 
     def start(self) -> None:
-        """Start both watch threads (daemon threads); once only."""
+        """Start a watch thread per kind (daemon threads); once only."""
         if self._threads:
             raise RuntimeError("the inventory watcher was already started")
         for reflector in self._reflectors():
@@ -144,7 +200,7 @@ class InventoryWatcher:
             thread.start()
 
     def stop(self, timeout: float = STOP_JOIN_TIMEOUT) -> None:
-        """Stop both threads: close their watch connections and wait up to ``timeout``
+        """Stop the threads: close their watch connections and wait up to ``timeout``
         seconds in all. The last snapshot stays readable."""
         self._stop.set()
         for reflector in self._reflectors():
@@ -157,12 +213,23 @@ class InventoryWatcher:
     def running(self) -> bool:
         return any(thread.is_alive() for thread in self._threads)
 
+    @property
+    def watches_dra(self) -> bool:
+        """Whether ResourceSlices and DeviceClasses are watched."""
+        return bool(self._dra)
+
     def status(self) -> InventoryStatus:
-        return InventoryStatus(self._nodes.status(), self._priority_classes.status())
+        dra = (
+            (self._resource_slices.status(), self._device_classes.status())
+            if self._dra
+            else (None, None)
+        )
+        return InventoryStatus(self._nodes.status(), self._priority_classes.status(), *dra)
 
     def sync_age_seconds(self) -> dict[str, float | None]:
         """Seconds since each kind's cache was known current, by kind (``nodes``,
-        ``priorityclasses``); None for a kind never synced."""
+        ``priorityclasses``, and with DRA ``resourceslices`` and ``deviceclasses``); None
+        for a kind never synced."""
         now = time.monotonic()
         return {status.kind: status.age(now) for status in self.status().kinds()}
 
@@ -174,13 +241,18 @@ class InventoryWatcher:
             reflector.interrupt(resume_from)
 
     def _reflectors(self) -> tuple[Reflector[Any, Any], ...]:
-        return (self._nodes, self._priority_classes)
+        return (self._nodes, self._priority_classes, *self._dra)
 
     def _publish(self) -> None:
-        # Under the lock, so that the two threads publish one after the other and the
-        # last snapshot holds both kinds' latest views; on_change sees them in order.
+        # Under the lock, so that the threads publish one after the other and the last
+        # snapshot holds every kind's latest view; on_change sees them in order.
         with self._publish_lock:
-            inventory = Inventory(self._nodes.view, self._priority_classes.view)
+            inventory = Inventory(
+                self._nodes.view,
+                self._priority_classes.view,
+                self._resource_slices.view if self._dra else None,
+                self._device_classes.view if self._dra else None,
+            )
             self._current = inventory
             if self._on_change is not None:
                 try:

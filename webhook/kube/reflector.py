@@ -166,7 +166,7 @@ class KindStatus:
     """How current one kind's cache is."""
 
     kind: str
-    """``nodes`` or ``priorityclasses``."""
+    """``nodes``, ``priorityclasses``, ``resourceslices`` or ``deviceclasses``."""
     synced: bool
     """Listed at least once: the kind is in the snapshot (not None) from then on."""
     objects: int

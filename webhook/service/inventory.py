@@ -1,18 +1,27 @@
-"""How the service uses the live inventory: which Node labels it keeps, and what
-``/readyz`` says of it.
+"""How the service uses the live inventory: which Node labels it keeps, whether it
+watches ResourceSlices and DeviceClasses and what of them it keeps, and what ``/readyz``
+says of it.
 
 The inventory never makes the replica unready: until it syncs, and whenever it
 falls behind, the policy's static figures or the last known cluster still give
 sound decisions, and taking every replica out would fail every review. The detail
 says which figures serve, how current they are, and which PriorityClasses the
 policy names that the cluster does not have (their pods are refused until an
-operator creates them).
+operator creates them), and which GPU DeviceClasses the policy names that the cluster
+does not have.
+
+ResourceSlices and DeviceClasses are watched when the policy has a pool taking GPUs
+through DRA (``gpusThrough: dra`` or ``both``): a cluster without ``resource.k8s.io/v1``
+(before Kubernetes 1.34), or a service account without the rule, then costs nothing. As
+with the label keys, a policy edit that adds the first DRA pool, or renames the drivers
+or attributes, reaches the inventory at the next restart.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from webhook.engine.capacity_now import MIG_STRATEGY_LABEL, PRODUCT_LABEL
 from webhook.engine.inventory import Inventory
@@ -28,13 +37,49 @@ def inventory_readiness(
 ) -> tuple[bool, str]:
     parts = [_kind(status.nodes, "the policy's static node figures apply")]
     parts.append(_kind(status.priority_classes, "the policy's priority values apply"))
+    if status.resource_slices is not None:
+        parts.append(_kind(status.resource_slices, "the policy's figures apply to DRA pools"))
+    if status.device_classes is not None:
+        parts.append(_kind(status.device_classes, "DeviceClasses are not known"))
     missing = missing_priority_classes(inventory, policy)
     if missing:
         parts.append(
             "PriorityClasses the policy names but the cluster lacks (their pods are "
             f"refused): {', '.join(missing)}"
         )
+    absent = missing_device_classes(inventory, policy)
+    if absent:
+        parts.append(
+            f"GPU DeviceClasses the policy names but the cluster lacks: {', '.join(absent)}"
+        )
     return True, "; ".join(parts)
+
+
+def missing_device_classes(inventory: Inventory, policy: Policy) -> list[str]:
+    """The GPU and MIG DeviceClasses the policy names that the cluster is known not to
+    have, when some pool of the policy takes GPUs through DRA."""
+    if inventory.device_classes is None or not takes_dra_gpus(policy):
+        return []
+    known = inventory.device_classes
+    return sorted(name for name in policy.dra.device_classes if name not in known)
+
+
+def takes_dra_gpus(policy: Policy) -> bool:
+    """Whether some pool of the policy takes GPUs through DRA."""
+    return any(pool.takes_dra_gpus for pool in policy.pools.values())
+
+
+def inventory_options(policy: Policy) -> dict[str, Any]:
+    """The ``InventoryWatcher`` options the policy asks for: the Node labels kept, and
+    with a DRA pool, the ResourceSlices of its drivers with the attributes it reads."""
+    options: dict[str, Any] = {"node_label_keys": inventory_label_keys(policy)}
+    if takes_dra_gpus(policy):
+        options.update(
+            dra=True,
+            dra_drivers=policy.dra.drivers,
+            device_attributes=policy.dra.attributes,
+        )
+    return options
 
 
 def missing_priority_classes(inventory: Inventory, policy: Policy) -> list[str]:

@@ -63,7 +63,7 @@ from webhook.service.certificate_reload import CertificateReloader, InvalidKeyPa
 from webhook.service.file_poll import DEFAULT_INTERVAL
 from webhook.service.inventory import (
     MissingClassReport,
-    inventory_label_keys,
+    inventory_options,
     inventory_readiness,
 )
 from webhook.service.policy_reload import PolicyReloader
@@ -188,7 +188,7 @@ def _live_inventory(
     api = _kubernetes_client(settings)
     watcher = InventoryWatcher(
         api,
-        node_label_keys=inventory_label_keys(policy),
+        **inventory_options(policy),
         on_change=MissingClassReport(lambda: engine().policy),
     )
     readiness.checks["inventory"] = lambda: inventory_readiness(
