@@ -37,10 +37,13 @@ CONFIGURATIONS = {
     "mutatingwebhookconfiguration": "/mutate",
     "validatingwebhookconfiguration": "/validate",
 }
-WEBHOOK_COUNTS = {"mutatingwebhookconfiguration": 2, "validatingwebhookconfiguration": 5}
+WEBHOOK_COUNTS = {"mutatingwebhookconfiguration": 2, "validatingwebhookconfiguration": 6}
 """Pods with and without the workload label are mutated and validated by a webhook
 each, class pods' updates by one more; workloads' templates by a validating webhook
-of their own; autoscalers are warned of by the last."""
+of their own; autoscalers are warned of by another; the policy ConfigMap is checked
+by the last."""
+POLICY_WEBHOOK = "validate-policy.gpu-admission.io"
+"""Fails open, so that a stopped service never locks out the repair of its policy."""
 # Class pods are judged by validate.gpu-admission.io (their updates by validate-updates),
 # pods without the label by validate-unclassed (webhook.install.configurations).
 DENIED = re.compile(
@@ -134,13 +137,14 @@ def test_the_stored_webhooks_are_the_rendered_ones_without_a_ca_bundle(
                 "service": {
                     "name": "gpu-admission",
                     "namespace": NAMESPACE,
-                    "path": CONFIGURATIONS[kind],
+                    "path": "/validate-policy"
+                    if hook["name"] == POLICY_WEBHOOK
+                    else CONFIGURATIONS[kind],
                     "port": 443,
                 }
             }
-            assert hook["failurePolicy"] == (
-                "Ignore" if hook["name"].startswith("warn-") else "Fail"
-            )
+            fails_open = hook["name"].startswith("warn-") or hook["name"] == POLICY_WEBHOOK
+            assert hook["failurePolicy"] == ("Ignore" if fails_open else "Fail")
             assert hook["timeoutSeconds"] == 3
 
 
