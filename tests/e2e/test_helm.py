@@ -146,7 +146,12 @@ def release(
         controlplane.delete(kind, ["gpu-admission"])
     adopt_priority_classes(controlplane)
     try:
-        released.helm("install", RELEASE, str(CHART), *[a for v in values for a in ("--set", v)])
+        # The classes' fields belong to the field manager of `gpu-admission install` when an
+        # earlier test installed with it: taking them over is what --force-conflicts says.
+        released.helm(
+            "install", RELEASE, str(CHART), "--force-conflicts",
+            *[a for v in values for a in ("--set", v)],
+        )  # fmt: skip
         serving = released.secret("gpu-admission-tls")
         pki = work / "chart-pki"
         pki.mkdir()
