@@ -97,7 +97,9 @@ def test_a_mig_slice_lands_on_an_inference_node_that_offers_it(
 
 
 DENIALS = {
-    "wrong-pool.yaml": "inference pod can never be scheduled on its pool inference",
+    "wrong-pool.yaml": "inference pod can never be scheduled on its pool inference (nodes "
+    "labelled gpu-pool=inference, nvidia-gpu-model=A100): spec.nodeSelector.gpu-pool: training "
+    "does not match gpu-pool=inference",
     "no-class.yaml": "has no label gpu-admission.io/workload; set it to one of: inference, training",
     "too-many-gpus.yaml": "requests 9 nvidia.com/gpu; the largest node in pool training has 8",
     "invalid-mig-profile.yaml": "MIG profile 3g.40gb is not offered by A100-SXM4-40GB",

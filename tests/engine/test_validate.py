@@ -7,6 +7,7 @@ never touched (no label, unknown class) validate the pod as written.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -70,7 +71,59 @@ class TestWrongPool:
     ) -> None:
         decision = admitted(engine, pod("inference", nodeSelector={"gpu-pool": "training"}))
         assert rules(decision) == ["pool-placement"]
-        assert "can never be scheduled on its pool inference" in decision.message
+        assert decision.message.endswith(
+            "inference pod can never be scheduled on its pool inference (nodes labelled "
+            "gpu-pool=inference, nvidia-gpu-model=A100): spec.nodeSelector.gpu-pool: training "
+            "does not match gpu-pool=inference; remove or correct it"
+        )
+
+    def test_an_affinity_requirement_for_a_model_the_pool_lacks_is_named_by_its_path(
+        self, engine: Engine
+    ) -> None:
+        obj = pod(
+            "inference",
+            affinity=requiring({"key": "nvidia-gpu-model", "operator": "In", "values": ["V100"]}),
+        )
+        decision = admitted(engine, obj)
+        assert rules(decision) == ["pool-placement"]
+        assert (
+            "its pool inference (nodes labelled gpu-pool=inference, nvidia-gpu-model=A100): "
+            f"spec.affinity.nodeAffinity.{REQUIRED}.nodeSelectorTerms[0].matchExpressions[0] "
+            "(nvidia-gpu-model In [V100]) does not match nvidia-gpu-model=A100; "
+            "remove or correct it"
+        ) in decision.message
+
+    def test_each_of_several_terms_is_named_with_why_it_fails(self, engine: Engine) -> None:
+        terms = [
+            {
+                "matchExpressions": [
+                    {"key": "nvidia-gpu-model", "operator": "In", "values": ["H100"]}
+                ]
+            },
+            {"matchExpressions": [{"key": "gpu-pool", "operator": "DoesNotExist"}]},
+        ]
+        obj = pod("training", affinity={"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": terms}}})
+        decision = admitted(engine, obj)
+        assert rules(decision) == ["pool-placement"]
+        path = f"spec.affinity.nodeAffinity.{REQUIRED}.nodeSelectorTerms"
+        assert (
+            "its pool training (nodes labelled gpu-pool=training, nvidia-gpu-model=V100 or A100): "
+            f"no required node affinity term matches them: {path}[0].matchExpressions[0] "
+            "(nvidia-gpu-model In [H100]) does not match nvidia-gpu-model=V100 or A100, and "
+            f"{path}[1].matchExpressions[0] (gpu-pool DoesNotExist) does not match "
+            "gpu-pool=training; remove or correct them"
+        ) in decision.message
+
+    def test_a_thousand_failing_terms_make_a_short_denial(self, engine: Engine) -> None:
+        term = {
+            "matchExpressions": [{"key": "gpu-pool", "operator": "In", "values": ["x" * 10_000]}]
+        }
+        terms = [copy.deepcopy(term) for _ in range(1000)]
+        obj = pod("inference", affinity={"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": terms}}})
+        decision = admitted(engine, obj)
+        assert rules(decision) == ["pool-placement"]
+        assert "997 more clauses that do not match either" in decision.message
+        assert len(decision.message) < 1100
 
     def test_a_pod_tolerating_everything_without_our_affinity_could_land_on_another_pool(
         self, engine: Engine
@@ -126,7 +179,13 @@ class TestWrongPool:
             labels={GPU_MODEL: "V100"},
             affinity=requiring({"key": "nvidia-gpu-model", "operator": "In", "values": ["A100"]}),
         )
-        assert rules(admitted(engine, obj)) == ["pool-placement"]
+        decision = admitted(engine, obj)
+        assert rules(decision) == ["pool-placement"]
+        assert (
+            "its pool training (nodes labelled gpu-pool=training, nvidia-gpu-model=V100): "
+            f"spec.affinity.nodeAffinity.{REQUIRED}.nodeSelectorTerms[0].matchExpressions[0] "
+            "(nvidia-gpu-model In [A100]) does not match nvidia-gpu-model=V100"
+        ) in decision.message
 
 
 class TestWorkloadClass:

@@ -11,6 +11,7 @@ import yaml
 
 from tests.builders import GPU_MODEL, container, pod
 from webhook.engine import RULES, Engine
+from webhook.engine.placement_exclusions import REQUIRED_TERMS as TERMS
 from webhook.offline.cases import Case, case_problems, read_case, run_cases
 from webhook.offline.documents import Document, ManifestError, read_documents, read_manifest_files
 from webhook.offline.evaluation import PodEvaluation, Report, evaluate
@@ -208,7 +209,16 @@ class TestEvaluation:
         }
         assert reasons(evaluation, "training (V100)") == (
             "it does not tolerate gpu-pool=training:NoSchedule",
-            "its nodeSelector or required node affinity excludes these nodes",
+            f"{TERMS}[0].matchExpressions[0] (gpu-pool In [inference]) "
+            "does not match gpu-pool=training",
+        )
+
+    def test_a_node_selector_that_excludes_a_kind_of_node_is_named_with_its_value(
+        self, engine: Engine
+    ) -> None:
+        evaluation = evaluated(engine, pod("inference", nodeSelector={"gpu-pool": "training"}))
+        assert reasons(evaluation, "inference (A100)") == (
+            "spec.nodeSelector.gpu-pool: training does not match gpu-pool=inference",
         )
 
     def test_a_gpu_model_label_narrows_the_landing_to_that_model(self, engine: Engine) -> None:
@@ -219,7 +229,8 @@ class TestEvaluation:
             "training (A100)": "yes",
         }
         assert reasons(evaluation, "training (V100)") == (
-            "its nodeSelector or required node affinity excludes these nodes",
+            f"{TERMS}[0].matchExpressions[1] (nvidia-gpu-model In [A100]) "
+            "does not match nvidia-gpu-model=V100",
         )
 
     def test_a_selector_on_a_label_the_policy_does_not_know_leaves_the_landing_unknown(
@@ -468,8 +479,9 @@ class TestPresentation:
         assert text.startswith(
             "inference pod 'x' would be admitted. It would run on pool inference (A100), "
             "priority 1000000 (inference-priority); it may not use pool training (V100, A100) "
-            "because it does not tolerate gpu-pool=training:NoSchedule and its nodeSelector or "
-            "required node affinity excludes these nodes.\n"
+            "because it does not tolerate gpu-pool=training:NoSchedule and "
+            f"{TERMS}[0].matchExpressions[0] (gpu-pool In [inference]) does not match "
+            "gpu-pool=training.\n"
         )
 
     def test_the_prose_of_a_denied_pod_lists_each_reason(self, engine: Engine) -> None:

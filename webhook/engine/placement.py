@@ -58,7 +58,7 @@ def selects(pod: PodView, labels: Mapping[str, str], known_keys: frozenset[str])
     """Whether nodeSelector and required node affinity both admit a node with these labels."""
     result: Tri = True
     for key, value in pod.node_selector.items():
-        result = _and(result, _requirement(key, "In", [value], labels, known_keys))
+        result = _and(result, requirement(key, "In", [value], labels, known_keys))
         if result is False:
             return False
     if pod.required_terms is not None:
@@ -112,7 +112,7 @@ def _term(term: Mapping[str, Any], labels: Mapping[str, str], known_keys: frozen
     for expression in expressions:
         result = _and(
             result,
-            _requirement(
+            requirement(
                 expression["key"],
                 expression["operator"],
                 expression.get("values") or (),
@@ -127,13 +127,14 @@ def _term(term: Mapping[str, Any], labels: Mapping[str, str], known_keys: frozen
     return result
 
 
-def _requirement(
+def requirement(
     key: str,
     operator: str,
     values: Collection[str],
     labels: Mapping[str, str],
     known_keys: frozenset[str],
 ) -> Tri:
+    """Whether a node with `labels` meets one requirement (a nodeSelector entry is `In`)."""
     if key not in known_keys:
         return UNKNOWN
     present = key in labels

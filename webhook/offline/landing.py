@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from webhook.engine.placement import Reach, reach_of
+from webhook.engine.placement_exclusions import exclusions, not_matching
 from webhook.engine.pod import PodView
 from webhook.policy.compiled import Policy
 
@@ -27,7 +28,8 @@ class Landing:
     labels: Mapping[str, str]
     """The node labels the policy gives this kind of node."""
     reasons: tuple[str, ...] = ()
-    """Why it is not reachable (or not certainly), each a clause: "it does not tolerate ..."."""
+    """Why it is not reachable (or not certainly), each a clause: "it does not tolerate ...",
+    "spec.nodeSelector.gpu-pool: training does not match gpu-pool=inference"."""
 
     @property
     def describe(self) -> str:
@@ -35,13 +37,14 @@ class Landing:
 
 
 def landings(policy: Policy, pod: PodView) -> tuple[Landing, ...]:
-    return tuple(_landing(policy, reach) for reach in reach_of(policy, pod))
+    return tuple(_landing(policy, pod, reach) for reach in reach_of(policy, pod))
 
 
-def _landing(policy: Policy, reach: Reach) -> Landing:
+def _landing(policy: Policy, pod: PodView, reach: Reach) -> Landing:
     reasons = [f"it does not tolerate {taint.describe()}" for taint in reach.untolerated]
     if reach.selected is False:
-        reasons.append("its nodeSelector or required node affinity excludes these nodes")
+        found = exclusions(pod, reach.kind.labels, policy.node_label_keys)
+        reasons.extend(not_matching((e, [reach.kind.labels]) for e in found))
     elif reach.selected is None:
         reasons.append(
             "its nodeSelector or required node affinity names node labels or fields the "

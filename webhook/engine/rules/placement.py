@@ -8,10 +8,18 @@ the class's pools do not have is refused with the models they do have.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from webhook.engine.decision import Violation, shorten
 from webhook.engine.placement import Reach, reach_of
+from webhook.engine.placement_exclusions import (
+    REQUIRED_TERMS,
+    Exclusion,
+    exclusions,
+    node_values,
+    not_matching,
+)
+from webhook.engine.pod import PodView
 from webhook.engine.rules.context import RuleContext
 from webhook.policy.compiled import Policy
 
@@ -45,7 +53,7 @@ def check_class_placement(context: RuleContext) -> list[Violation]:
             Violation(
                 WRONG_POOL,
                 f"{workload.name} pod can never be scheduled on its pool "
-                f"{_or_list(workload.pools)}: {_why_unreachable(policy, own)}",
+                f"{_or_list(workload.pools)} {_why_unreachable(policy, pod, own)}",
             )
         )
     return violations
@@ -86,21 +94,41 @@ def _pools_where(reach: list[Reach], condition: Callable[[Reach], bool]) -> list
     return list(dict.fromkeys(r.kind.pool for r in reach if condition(r)))
 
 
-def _why_unreachable(policy: Policy, own: list[Reach]) -> str:
+def _why_unreachable(policy: Policy, pod: PodView, own: list[Reach]) -> str:
+    """What follows the pool's name: the taints the pod does not tolerate or, when its
+    nodeSelector or required node affinity rules the nodes out, each clause that does, by
+    path and value. Only a refused pod gets here: the clauses are found now, not while
+    judging it."""
     untolerated = list(dict.fromkeys(t for r in own for t in r.untolerated))
-    if untolerated and all(r.untolerated for r in own):
-        return (
-            f"it does not tolerate {', '.join(t.describe() for t in untolerated)}; "
-            "remove the tolerations that replace them"
-        )
-    return (
-        "its nodeSelector or required node affinity excludes every node labelled "
-        + " or ".join(
-            f"{policy.pool_label}={policy.pools[p].label_value}"
-            for p in dict.fromkeys(r.kind.pool for r in own)
-        )
-        + "; remove the conflicting nodeSelector or affinity"
+    not_tolerated = (
+        f"it does not tolerate {', '.join(t.describe() for t in untolerated)}; "
+        "remove the tolerations that replace them"
     )
+    if untolerated and all(r.untolerated for r in own):
+        return f": {not_tolerated}"
+    found: dict[Exclusion, list[Mapping[str, str]]] = {}
+    for r in own:
+        if r.selected is False:
+            for exclusion in exclusions(pod, r.kind.labels, policy.node_label_keys):
+                found.setdefault(exclusion, []).append(r.kind.labels)
+    clauses = not_matching(found.items()) or ["its nodeSelector or required node affinity"]
+    keys = dict.fromkeys(key for r in own for key in r.kind.labels)
+    nodes = ", ".join(node_values(key, [r.kind.labels for r in own]) for key in keys)
+    several_terms = len(pod.required_terms or ()) > 1
+    if several_terms and any(e.field.startswith(REQUIRED_TERMS) for e in found):
+        lead = "no required node affinity term matches them: "
+    else:
+        lead = ""
+    why = (
+        f"(nodes labelled {nodes}): {lead}{_and_list(clauses)}; "
+        f"remove or correct {'it' if len(found) == 1 else 'them'}"
+    )
+    still = [t for r in own if r.selected is not False for t in r.untolerated]
+    return f"{why}; {not_tolerated}" if still else why
+
+
+def _and_list(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])}, and {items[-1]}"
 
 
 def _taints(policy: Policy, pool: str) -> str:
