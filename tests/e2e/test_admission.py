@@ -105,7 +105,9 @@ DENIALS = {
     "invalid-mig-profile.yaml": "MIG profile 3g.40gb is not offered by A100-SXM4-40GB",
     "visible-devices.yaml": "container 'cuda' sets NVIDIA_VISIBLE_DEVICES=all",
     "borrowed-priority.yaml": "training pod uses priorityClassName 'inference-priority'",
-    "cpu-pod-on-gpu-nodes.yaml": "pod requests no GPU but could be scheduled on GPU pool",
+    "cpu-pod-on-gpu-nodes.yaml": "pod requests no GPU but could be scheduled on GPU pool "
+    "inference or training (spec.tolerations[0] {operator: Exists} tolerates "
+    "gpu-pool=inference:NoSchedule, gpu-pool=training:NoSchedule",
 }
 
 

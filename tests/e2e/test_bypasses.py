@@ -115,7 +115,10 @@ def test_a_toleration_added_to_a_pending_pod_is_refused_and_other_updates_pass(
 
     assert result.returncode != 0, result.stdout
     assert DENIED.search(result.stderr)
-    assert "could be scheduled on GPU pool training" in result.stderr
+    assert "could be scheduled on GPU pool training (spec.tolerations[" in result.stderr
+    assert (
+        "{key: gpu-pool, operator: Exists} tolerates gpu-pool=training:NoSchedule" in result.stderr
+    )
     pod = controlplane.get_json("pod", "waiting", opted_in)
     assert toleration not in pod["spec"]["tolerations"]
     controlplane.kubectl("label", "pod", "waiting", "-n", opted_in, "team=vision")

@@ -15,9 +15,11 @@ from webhook.engine.placement_exclusions import (
     exclusions,
     node_values,
     not_matching,
+    tolerating,
 )
 from webhook.engine.pod import read_pod
 from webhook.policy import load_default_policy
+from webhook.policy.compiled import Taint
 
 POLICY = load_default_policy()
 KNOWN = frozenset({"gpu-pool", "nvidia-gpu-model"})
@@ -130,3 +132,17 @@ def test_the_node_values_of_several_kinds_are_listed_once_each() -> None:
     assert Exclusion("spec.nodeSelector.gpu-pool", "a", "gpu-pool").describe == (
         "spec.nodeSelector.gpu-pool: a"
     )
+
+
+def test_the_tolerations_that_tolerate_blocking_taints_are_named_as_written() -> None:
+    training = Taint("gpu-pool", "training", "NoSchedule")
+    soft = Taint("gpu-pool", "inference", "PreferNoSchedule")
+    tolerations = [
+        {"key": "zone", "operator": "Exists"},
+        {"key": "gpu-pool", "operator": "Equal", "value": "y" * 100},
+        {"operator": "Exists", "tolerationSeconds": 5},
+    ]
+    assert tolerating(tolerations, [training, soft]) == [
+        "spec.tolerations[2] {operator: Exists} tolerates gpu-pool=training:NoSchedule"
+    ]
+    assert tolerating(tolerations, [soft]) == []

@@ -136,7 +136,12 @@ class TestWrongPool:
         )
         decision = validated(engine, obj)
         assert "pool-placement" in rules(decision)
-        assert "could be scheduled on pool training" in decision.message
+        assert (
+            "inference pod could be scheduled on pool training (gpu-pool=training), which is not "
+            "for inference: spec.tolerations[0] {operator: Exists} tolerates "
+            "gpu-pool=training:NoSchedule, and neither spec.nodeSelector nor the required node "
+            "affinity rules it out; require gpu-pool In [inference]"
+        ) in decision.message
 
     def test_a_requirement_on_an_unknown_label_leaves_the_wrong_pool_possible(
         self, engine: Engine
@@ -215,9 +220,27 @@ class TestNonGpuPods:
 
     def test_a_cpu_pod_tolerating_one_pool_is_refused_for_that_pool(self, engine: Engine) -> None:
         toleration = {"key": "gpu-pool", "operator": "Equal", "value": "training"}
-        decision = validated(engine, pod(tolerations=[toleration]))
-        assert "GPU pool training" in decision.message
+        decision = validated(
+            engine, pod(tolerations=[{"key": "rack", "operator": "Exists"}, toleration])
+        )
+        assert (
+            "could be scheduled on GPU pool training (spec.tolerations[1] {key: gpu-pool, "
+            "operator: Equal, value: training} tolerates gpu-pool=training:NoSchedule, and "
+            "neither spec.nodeSelector nor the required node affinity rules it out)"
+        ) in decision.message
         assert "inference" not in decision.message
+
+    def test_each_toleration_that_lets_a_cpu_pod_onto_gpu_nodes_is_named(
+        self, engine: Engine
+    ) -> None:
+        tolerations = [{"key": "gpu-pool", "operator": "Exists", "effect": "NoSchedule"}] * 5
+        decision = validated(engine, pod(tolerations=tolerations))
+        assert (
+            "spec.tolerations[0] {key: gpu-pool, operator: Exists, effect: NoSchedule} tolerates "
+            "gpu-pool=inference:NoSchedule, gpu-pool=training:NoSchedule, spec.tolerations[1] "
+        ) in decision.message
+        assert "spec.tolerations[3]" not in decision.message
+        assert "2 more tolerations that do too" in decision.message
 
     def test_a_cpu_pod_with_a_zero_gpu_limit_counts_as_cpu(self, engine: Engine) -> None:
         obj = pod(containers=[container(limits={"nvidia.com/gpu": "0"})])

@@ -7,17 +7,21 @@ node out and says nothing of it. A pod refused for that must be told which claus
 are ORed, so every term fails) and the node label it does not match. Finding that costs
 a second look at the pod, so only the path that refuses it (and the offline reports)
 call this; a pod that passes never does.
+
+The other way round, a pod refused for reaching nodes it should not is told which of its
+tolerations lets it past their taints (``tolerating``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from webhook.engine.decision import shorten
-from webhook.engine.placement import requirement
+from webhook.engine.placement import BLOCKING_EFFECTS, requirement, tolerates
 from webhook.engine.pod import PodView
+from webhook.policy.compiled import Taint
 
 REQUIRED_TERMS = (
     "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
@@ -128,3 +132,32 @@ def not_matching(
             else f"{more:,} more clauses that do not match either"
         ]
     return clauses
+
+
+def tolerating(
+    tolerations: Sequence[Mapping[str, Any]], taints: Iterable[Taint], limit: int = CLAUSES_LIMIT
+) -> list[str]:
+    """Each toleration that tolerates one of the blocking `taints`, by path and as written,
+    and the taints it tolerates, `limit` of them and a count of the others:
+    `spec.tolerations[0] {operator: Exists} tolerates gpu-pool=training:NoSchedule`."""
+    blocking = [t for t in dict.fromkeys(taints) if t.effect in BLOCKING_EFFECTS]
+    found = []
+    for index, toleration in enumerate(tolerations):
+        tolerated = [t.describe() for t in blocking if tolerates(toleration, t)]
+        if tolerated:
+            found.append(
+                f"spec.tolerations[{index}] {_as_written(toleration)} tolerates "
+                f"{', '.join(tolerated)}"
+            )
+    if len(found) > limit:
+        found[limit:] = [f"{len(found) - limit:,} more tolerations that do too"]
+    return found
+
+
+def _as_written(toleration: Mapping[str, Any]) -> str:
+    fields = (
+        f"{name}: {shorten(str(toleration[name]))}"
+        for name in ("key", "operator", "value", "effect")
+        if toleration.get(name) not in (None, "")
+    )
+    return "{" + ", ".join(fields) + "}"

@@ -18,6 +18,7 @@ from webhook.engine.placement_exclusions import (
     exclusions,
     node_values,
     not_matching,
+    tolerating,
 )
 from webhook.engine.pod import PodView
 from webhook.engine.rules.context import RuleContext
@@ -39,8 +40,8 @@ def check_class_placement(context: RuleContext) -> list[Violation]:
                 WRONG_POOL,
                 f"{workload.name} pod could be scheduled on pool {pool} "
                 f"({policy.pool_label}={policy.pools[pool].label_value}), which is not for "
-                f"{workload.name}; require {policy.pool_label} In "
-                f"[{', '.join(workload.pool_label_values)}] and do not tolerate "
+                f"{workload.name}: {_let_in(policy, pod, [pool])}; require {policy.pool_label} "
+                f"In [{', '.join(workload.pool_label_values)}] and do not tolerate "
                 f"{_taints(policy, pool)}",
             )
         )
@@ -79,15 +80,27 @@ def check_non_gpu_placement(context: RuleContext) -> list[Violation]:
     pools = _pools_where(reach_of(policy, context.pod, kinds), lambda r: r.possibly)
     if not pools:
         return []
-    tolerated = [t.describe() for p in pools for t in policy.pools[p].taints]
     return [
         Violation(
             NON_GPU,
             f"pod requests no GPU but could be scheduled on GPU pool {_or_list(pools)} "
-            f"(it tolerates {', '.join(tolerated)}); add the node affinity requirement "
+            f"({_let_in(policy, context.pod, pools)}); add the node affinity requirement "
             f"{policy.pool_label} DoesNotExist, or drop the toleration",
         )
     ]
+
+
+def _let_in(policy: Policy, pod: PodView, pools: list[str]) -> str:
+    """What lets the pod onto `pools`' nodes: the tolerations of their taints, by path and
+    as written, and no nodeSelector or required node affinity that keeps it off."""
+    taints = [t for p in pools for t in policy.pools[p].taints]
+    found = tolerating(pod.tolerations, taints)
+    allowed = (
+        _and_list(found)
+        if found
+        else f"pool {_or_list(pools)} has no NoSchedule or NoExecute taint to keep it off"
+    )
+    return f"{allowed}, and neither spec.nodeSelector nor the required node affinity rules it out"
 
 
 def _pools_where(reach: list[Reach], condition: Callable[[Reach], bool]) -> list[str]:
