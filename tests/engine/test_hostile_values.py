@@ -29,6 +29,47 @@ def test_an_env_value_that_is_not_a_string_is_malformed_with_its_path(
     assert decision.message == "malformed object: spec.containers[1].env[1].value: must be a string"
 
 
+@pytest.mark.parametrize("workload", ["training", None], ids=["labelled", "unlabelled"])
+@pytest.mark.parametrize(
+    ("toleration", "path", "reason"),
+    [
+        ({"key": ["gpu-pool"], "operator": "Exists"}, "key", "must be a string"),
+        ({"key": "gpu-pool", "value": {"a": 1}}, "value", "must be a string"),
+        ({"key": "gpu-pool", "operator": ["Exists"]}, "operator", "must be a string"),
+        ({"key": "gpu-pool", "operator": "Exists", "effect": 1}, "effect", "must be a string"),
+        (
+            {"key": "gpu-pool", "operator": "Exists", "tolerationSeconds": "60"},
+            "tolerationSeconds",
+            "must be an integer",
+        ),
+        (
+            {"key": "gpu-pool", "operator": "Exists", "tolerationSeconds": True},
+            "tolerationSeconds",
+            "must be an integer",
+        ),
+    ],
+    ids=["list-key", "dict-value", "list-operator", "int-effect", "string-seconds", "bool-seconds"],
+)
+def test_a_toleration_field_of_the_wrong_type_is_malformed_with_its_path(
+    engine: Engine, workload: str | None, toleration: dict[str, Any], path: str, reason: str
+) -> None:
+    obj = pod(workload, tolerations=[toleration])
+    for review in (engine.validate, engine.mutate):
+        decision = review(pod_create(obj))
+        assert (decision.allowed, decision.code) == (False, 400)
+        assert decision.message == f"malformed object: spec.tolerations[0].{path}: {reason}"
+
+
+def test_well_typed_tolerations_are_read(engine: Engine) -> None:
+    tolerations = [
+        {"key": "gpu-pool", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60},
+        {"key": "gpu-pool", "operator": "Equal", "value": "training"},
+        {"operator": "Exists"},
+    ]
+    decision = validated(engine, pod("training", tolerations=tolerations))
+    assert decision.code != 400
+
+
 def test_a_megabyte_of_visible_devices_is_quoted_in_a_few_words(engine: Engine) -> None:
     entry = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "0," * (MEGABYTE // 2)}
     decision = validated(engine, pod(containers=[container("cuda", env=[entry])]))

@@ -686,6 +686,16 @@ MALFORMED: dict[str, Callable[[Pod], None]] = {
         [{"matchExpressions": [{"key": POOL_LABEL, "operator": "In", "values": [1]}]}]
     ),
     "tolerations is a mapping": _set(("spec", "tolerations"), {"key": POOL_LABEL}),
+    "toleration key is a list": _set(
+        ("spec", "tolerations"), [{"key": [POOL_LABEL], "operator": "Exists"}]
+    ),
+    "toleration value is a mapping": _set(
+        ("spec", "tolerations"), [{"key": POOL_LABEL, "value": {"a": 1}}]
+    ),
+    "tolerationSeconds is a string": _set(
+        ("spec", "tolerations"),
+        [{"key": POOL_LABEL, "operator": "Exists", "tolerationSeconds": "1"}],
+    ),
     "priorityClassName is a number": _set(("spec", "priorityClassName"), 1000),
 }
 

@@ -168,6 +168,16 @@ def catalogue() -> tuple[Json, ...]:
         pod("training", containers=[container(limits=shared, requests=shared)]),
         pod(containers=[container()], ephemeralContainers=debug),
         pod(containers=[container()], tolerations=[{"key": "gpu-pool", "operator": "Exists"}]),
+        pod("training", containers=[container(gpus=1)], tolerations=[
+            {"key": ["gpu-pool"], "operator": "Exists"},
+        ]),
+        pod(containers=[container()], tolerations=[
+            {"key": "gpu-pool", "operator": "Equal", "value": {"pool": "training"}},
+        ]),
+        pod("inference", containers=[container(gpus=1)], tolerations=[
+            {"key": "gpu-pool", "operator": "Equal", "value": "inference", "effect": "NoExecute",
+             "tolerationSeconds": 30},
+        ]),
         pod("training", containers=[container(gpus=8)], initContainers=[
             container("sidecar", gpus=1, restartPolicy="Always"), container("init", gpus=2)
         ]),

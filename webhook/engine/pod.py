@@ -129,7 +129,7 @@ def read_pod(pod: Any, policy: Policy, path: str = "") -> PodView:
         ephemeral_containers=ephemeral_containers,
         node_selector=_string_map(spec.get("nodeSelector"), path, "spec.nodeSelector"),
         required_terms=_required_terms(spec, path),
-        tolerations=_mappings(spec.get("tolerations"), path, "spec.tolerations"),
+        tolerations=_tolerations(spec.get("tolerations"), path),
         priority_class_name=priority_class_name or None,
         node_name=node_name or None,
     )
@@ -239,6 +239,28 @@ def _check_requirement(expression: Mapping[str, Any], term: str, field: str) -> 
         not isinstance(values, list) or not all(isinstance(v, str) for v in values)
     ):
         raise MalformedObject(f"{term}.{field}.values", "must be a list of strings")
+
+
+_TOLERATION_STRINGS = ("key", "operator", "value", "effect")
+
+
+def _tolerations(value: Any, path: str) -> Sequence[Mapping[str, Any]]:
+    """The tolerations, each field of the type Kubernetes gives it: the placement index
+    looks taints up by key and value, which a list or a mapping cannot be."""
+    tolerations = _mappings(value, path, "spec.tolerations")
+    for index, toleration in enumerate(tolerations):
+        for field in _TOLERATION_STRINGS:
+            item = toleration.get(field)
+            if item is not None and not isinstance(item, str):
+                raise MalformedObject(
+                    f"{path}spec.tolerations[{index}].{field}", "must be a string"
+                )
+        seconds = toleration.get("tolerationSeconds")
+        if seconds is not None and (not isinstance(seconds, int) or isinstance(seconds, bool)):
+            raise MalformedObject(
+                f"{path}spec.tolerations[{index}].tolerationSeconds", "must be an integer"
+            )
+    return tolerations
 
 
 def _mapping(value: Any, path: str, field: str = "", optional: bool = False) -> Mapping[str, Any]:
