@@ -118,6 +118,19 @@ CRONJOB = {
     },
 }
 
+FOREIGN_REPORT = {
+    "apiVersion": "wgpolicyk8s.io/v1alpha2",
+    "kind": "PolicyReport",
+    "metadata": {
+        "name": "someone-elses",
+        "namespace": OUTSIDE,
+        "labels": {"app.kubernetes.io/managed-by": "gpu-admission"},
+    },
+    "summary": {"pass": 1},
+    "results": [],
+}
+"""A report a tenant labelled as ours in its namespace: the service must leave it alone."""
+
 
 @pytest.fixture(scope="module")
 def running(controlplane: ControlPlane, gpu_fleet: list[NodeSpec]) -> Iterator[None]:
@@ -258,6 +271,11 @@ def test_the_service_publishes_policy_reports_and_metrics_once_the_crd_is_there(
     try:
         wait_for(lambda: "PolicyReport CRD" in service.log_tail(), 60, "the log line of no CRD")
         controlplane.kubectl("apply", "-f", str(CRD))
+        wait_for(
+            lambda: controlplane.apply(json.dumps(FOREIGN_REPORT), check=False).returncode == 0,
+            30,
+            "the PolicyReport kind to be served",
+        )
         reports = wait_for(
             lambda: _reports(controlplane), 90, "a PolicyReport in each audited namespace",
             describe_last=service.log_tail,
@@ -270,11 +288,13 @@ def test_the_service_publishes_policy_reports_and_metrics_once_the_crd_is_there(
             "the report of a namespace no longer audited to go",
             describe_last=service.log_tail,
         )
+        foreign_kept = controlplane.exists("policyreport", "someone-elses", OUTSIDE)
     finally:
         service.stop()
         controlplane.create_namespace("audit-team-b", OPT_IN)
         controlplane.kubectl("delete", "-f", str(CRD), "--ignore-not-found")
 
+    assert foreign_kept, "a labelled report of another name was deleted"
     a, b = reports["audit-team-a"], reports["audit-team-b"]
     assert a["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "gpu-admission"}
     failures = Counter(
@@ -354,7 +374,11 @@ def _reports(controlplane: ControlPlane) -> dict[str, dict[str, Any]] | None:
     )
     if found.returncode != 0:
         return None
-    reports = {r["metadata"]["namespace"]: r for r in json.loads(found.stdout)["items"]}
+    reports = {
+        r["metadata"]["namespace"]: r
+        for r in json.loads(found.stdout)["items"]
+        if r["metadata"]["name"] == "gpu-admission"
+    }
     return reports if set(NAMESPACES) <= set(reports) else None
 
 

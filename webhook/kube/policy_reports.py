@@ -4,18 +4,26 @@ Several replicas may publish the same audit: each report is written with the win
 conflict strategy (``webhook.kube.writes``: read, then create or replace on top of the
 version read, again on 409), and a report whose results are those already stored
 but for their timestamps is not written at all, so replicas that agree write once
-between them. A report of ours (the ``app.kubernetes.io/managed-by`` label) in a
-namespace no longer audited is deleted. A cluster without the PolicyReport CRD
-answers 404 to the first list; ``publish`` then returns None and writes nothing.
+between them. A report of ours in a namespace no longer audited is deleted.
+
+Ours are the reports named ``gpu-admission`` (the only name written) with the
+``app.kubernetes.io/managed-by`` label; both are asked of kube-apiserver (field and
+label selectors), so labelled reports of other names, which any tenant may create in
+its namespace, are never listed, parsed or deleted. The list is paged, and of each
+report read only a digest of what ``same_report`` compares is kept. A cluster without
+the PolicyReport CRD answers 404 to the first list; ``publish`` then returns None and
+writes nothing.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from kubernetes import client
 
 from webhook.kube.api_errors import NOT_FOUND, ApiException, api_error_message
@@ -29,6 +37,11 @@ GROUP = "wgpolicyk8s.io"
 VERSION = "v1alpha2"
 PLURAL = "policyreports"
 MANAGED_BY = "app.kubernetes.io/managed-by=gpu-admission"
+REPORT_NAME = "gpu-admission"
+"""The name of every report the service writes, one per namespace."""
+OURS = f"metadata.name={REPORT_NAME}"
+PAGE_SIZE = 100
+"""Reports per page: each may hold hundreds of results."""
 TIMEOUT = (10.0, 30.0)
 
 
@@ -50,22 +63,14 @@ def publish_policy_reports(
     None when the cluster does not serve PolicyReports."""
     objects: Any = client.CustomObjectsApi(api)
     try:
-        stored = objects.list_cluster_custom_object(
-            GROUP, VERSION, PLURAL, label_selector=selector, _request_timeout=TIMEOUT
-        )
+        stored = _stored_digests(objects, selector)
     except ApiException as error:
         if error.status == NOT_FOUND:
             return None
         raise
-    ours: dict[tuple[str, str], dict[str, Any]] = {}
-    for item in stored.get("items") or ():
-        metadata = item.get("metadata") or {}
-        ours[(metadata.get("namespace", ""), metadata.get("name", ""))] = item
     result = PublishResult()
     for namespace, report in reports.items():
-        name = report["metadata"]["name"]
-        current = ours.get((namespace, name))
-        if current is not None and same_report(current, report):
+        if stored.get(namespace) == report_digest(report):
             result.unchanged.append(namespace)
             continue
         try:
@@ -74,11 +79,10 @@ def publish_policy_reports(
             result.failed[namespace] = api_error_message(error)
             continue
         result.written.append(namespace)
-    names = {(namespace, report["metadata"]["name"]) for namespace, report in reports.items()}
-    for namespace, name in sorted(set(ours) - names):
+    for namespace in sorted(set(stored) - set(reports)):
         try:
             objects.delete_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, name, _request_timeout=TIMEOUT
+                GROUP, VERSION, namespace, PLURAL, REPORT_NAME, _request_timeout=TIMEOUT
             )
         except ApiException as error:
             if error.status != NOT_FOUND:
@@ -86,6 +90,52 @@ def publish_policy_reports(
                 continue
         result.deleted.append(namespace)
     return result
+
+
+def _stored_digests(objects: Any, selector: str) -> dict[str, str]:
+    """Namespace -> the digest of our report there, listed a page at a time."""
+    digests: dict[str, str] = {}
+    for item in _our_reports(objects, selector):
+        metadata = item.get("metadata") or {}
+        namespace = metadata.get("namespace")
+        if metadata.get("name") == REPORT_NAME and isinstance(namespace, str):
+            digests[namespace] = report_digest(item)
+    return digests
+
+
+def _our_reports(objects: Any, selector: str) -> Iterator[dict[str, Any]]:
+    token: str | None = None
+    while True:
+        options: dict[str, Any] = {"_continue": token} if token else {}
+        page = objects.list_cluster_custom_object(
+            GROUP,
+            VERSION,
+            PLURAL,
+            label_selector=selector,
+            field_selector=OURS,
+            limit=PAGE_SIZE,
+            _request_timeout=TIMEOUT,
+            **options,
+        )
+        for item in page.get("items") or ():
+            if isinstance(item, dict):
+                yield item
+        token = (page.get("metadata") or {}).get("continue") or None
+        if token is None:
+            return
+
+
+def report_digest(report: Mapping[str, Any]) -> str:
+    """A digest of what `same_report` compares: equal digests, the same report."""
+    metadata = report.get("metadata") or {}
+    compared = {
+        "summary": report.get("summary"),
+        "labels": metadata.get("labels"),
+        "annotations": metadata.get("annotations"),
+        "results": _timeless(report.get("results")),
+    }
+    text = orjson.dumps(compared, option=orjson.OPT_SORT_KEYS, default=repr)
+    return hashlib.sha256(text).hexdigest()
 
 
 def same_report(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
