@@ -2,8 +2,9 @@
 
     GpuAdmissionError          base of everything raised on purpose
     ├── PolicyError            a policy file that cannot be loaded or compiled;
-    │                          carries every problem found (PolicyProblem: the
-    │                          file, line and column, field path and reason)
+    │                          carries the problems found (PolicyProblem: the
+    │                          file, line and column, field path and reason), up
+    │                          to a cap, and a count of the others
     └── MalformedObject        an object in a review that is not shaped like the
                                Kubernetes kind it claims to be (spec a list,
                                containers null, quantities of a wrong type)
@@ -39,8 +40,9 @@ class PolicyProblem:
 
 
 class PolicyError(GpuAdmissionError):
-    """A policy that cannot be used, with every problem found in it, each on a line of its
-    text. ``source``, ``path`` and ``reason`` are the first problem's."""
+    """A policy that cannot be used, with the problems found in it, each on a line of its
+    text. ``source``, ``path`` and ``reason`` are the first problem's. ``unlisted``
+    counts the problems found past the loader's cap and not carried."""
 
     def __init__(
         self,
@@ -51,8 +53,10 @@ class PolicyError(GpuAdmissionError):
         line: int | None = None,
         column: int | None = None,
         problems: Sequence[PolicyProblem] = (),
+        unlisted: int = 0,
     ) -> None:
         self.problems = tuple(problems) or (PolicyProblem(source, path, reason, line, column),)
+        self.unlisted = unlisted
         first = self.problems[0]
         self.source, self.path, self.reason, self.line = (
             first.source,
@@ -60,13 +64,21 @@ class PolicyError(GpuAdmissionError):
             first.reason,
             first.line,
         )
-        super().__init__("\n".join(str(problem) for problem in self.problems))
+        lines = [str(problem) for problem in self.problems]
+        if unlisted:
+            lines.append(f"{first.source}: and {unlisted:,} more problems")
+        super().__init__("\n".join(lines))
+
+    @property
+    def count(self) -> int:
+        """How many problems were found, listed or not."""
+        return len(self.problems) + self.unlisted
 
     @classmethod
-    def of(cls, problems: Sequence[PolicyProblem]) -> PolicyError:
-        """The error carrying `problems` (at least one)."""
+    def of(cls, problems: Sequence[PolicyProblem], unlisted: int = 0) -> PolicyError:
+        """The error carrying `problems` (at least one), `unlisted` others counted."""
         first = problems[0]
-        return cls(first.source, problems=problems)
+        return cls(first.source, problems=problems, unlisted=unlisted)
 
 
 class MalformedObject(GpuAdmissionError):

@@ -14,6 +14,8 @@ import pytest
 import yaml
 
 from webhook.cli.install import add_install_commands
+from webhook.errors import PolicyError
+from webhook.policy.load import default_policy_text
 
 
 def parser() -> argparse.ArgumentParser:
@@ -103,3 +105,29 @@ def test_help_says_where_credentials_come_from(
     assert "--context NAME" in text
     assert "else $KUBECONFIG" in text
     assert "else ~/.kube/config, else the in-cluster service account" in text
+
+
+def test_a_client_dry_run_refuses_a_policy_the_service_would_refuse(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    text = default_policy_text() + "\nenforcement:\n  rules: {gpu-cout: warn}\n"
+    policy.write_text(text, "utf-8")
+
+    result = client_dry_run(tmp_path, "--policy", str(policy))
+
+    assert result.returncode == 2
+    assert result.stdout == ""
+    line = next(n for n, row in enumerate(text.splitlines(), start=1) if "gpu-cout" in row)
+    assert f"{policy}:{line}: enforcement.rules.gpu-cout: unknown rule 'gpu-cout'" in result.stderr
+
+
+def test_audit_refuses_an_installed_policy_the_service_would_refuse(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from webhook.cli import audit
+
+    text = default_policy_text() + "\nenforcement:\n  rules: {gpu-cout: warn}\n"
+    monkeypatch.setattr(audit, "installed_policy", lambda *_: ("installed/policy.yaml", text))
+    args = argparse.Namespace(policy_from_cluster=True, policy=None)
+
+    with pytest.raises(PolicyError, match="unknown rule 'gpu-cout'"):
+        audit._engine(object(), args)

@@ -3,7 +3,9 @@ ConfigMap is admitted when its policy serves and denied with every problem other
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from typing import Any
 
 import pytest
@@ -15,7 +17,8 @@ from webhook.engine.decision import DENIAL_LIMIT
 from webhook.http.app import create_app
 from webhook.http.metrics import Metrics
 from webhook.http.policy_check import MAX_POLICY_BYTES, POLICY_KEY, PROBLEMS_LIMIT
-from webhook.policy.load import default_policy_text
+from webhook.http.policy_route import POLICY_BODY_BYTES
+from webhook.policy.load import MAX_VALUES, default_policy_text
 
 NAME = "gpu-admission-policy"
 NAMESPACE = "gpu-admission"
@@ -217,3 +220,58 @@ def test_policy_reviews_are_counted_under_their_own_webhook(
         )
 
     assert (requests("allowed"), requests("denied")) == (1, 1)
+
+
+def repeated_device_classes(repeats: int) -> str:
+    gpu, mig = ",".join(["a"] * repeats), ",".join(["b"] * repeats)
+    return default_policy_text() + f"\ndra:\n  deviceClasses:\n    gpu: [{gpu}]\n    mig: [{mig}]\n"
+
+
+@pytest.mark.parametrize("repeats", [9_000, 48_000])
+def test_a_policy_of_thousands_of_repeated_names_is_denied_with_a_bounded_list(
+    client: TestClient, repeats: int
+) -> None:
+    text = repeated_device_classes(repeats)
+
+    started = time.perf_counter()
+    response = response_of(client.post(PATH, json=policy_review(text)))
+    print(f"{len(text):,} bytes judged in {time.perf_counter() - started:.2f} s")
+
+    assert response["allowed"] is False
+    lines = response["status"]["message"].splitlines()
+    assert len(lines) <= 1 + PROBLEMS_LIMIT + 1
+    if repeats < MAX_VALUES:  # read, then refused for each name listed twice
+        count = int(lines[0].rsplit("(", 1)[1].split(" ")[0].replace(",", ""))
+        assert count >= 2 * (repeats - 1)
+        assert lines[-1] == f"and {count - PROBLEMS_LIMIT:,} more"
+    else:  # refused before it is all read
+        assert f"holds more than {MAX_VALUES:,} values" in lines[1]
+    assert len(response["status"]["message"]) <= DENIAL_LIMIT + 64
+
+
+def test_a_body_over_the_policy_routes_own_cap_gets_413(client: TestClient) -> None:
+    review = policy_review(default_policy_text() + "# " + "x" * POLICY_BODY_BYTES + "\n")
+
+    reply = client.post(PATH, content=json.dumps(review))
+
+    assert reply.status_code == 413
+    assert str(POLICY_BODY_BYTES) in reply.json()["error"]
+
+
+def test_a_policy_review_while_another_is_judged_gets_503_with_retry_after(
+    engine: Engine,
+) -> None:
+    app = create_app(lambda: engine)
+    route = next(r for r in app.router.routes if getattr(r, "path", "") == PATH)
+    judging = route.app._judging  # type: ignore[attr-defined]
+    client = TestClient(app)
+    asyncio.run(judging.acquire())  # as another policy would hold it
+    try:
+        busy = client.post(PATH, json=policy_review(default_policy_text()))
+    finally:
+        judging.release()
+    after = client.post(PATH, json=policy_review(default_policy_text()))
+
+    assert busy.status_code == 503
+    assert busy.headers["retry-after"] == "1"
+    assert response_of(after)["allowed"] is True

@@ -225,7 +225,7 @@ def test_aliases_that_expand_past_the_limit_are_refused_before_anything_walks_th
     [problem] = problems_of(text)
 
     assert problem.reason.startswith("not valid YAML: holds 1")
-    assert "values with its aliases expanded; at most 100,000" in problem.reason
+    assert "values with its aliases expanded; at most 20,000" in problem.reason
 
 
 def test_an_alias_inside_what_it_stands_for_is_refused() -> None:

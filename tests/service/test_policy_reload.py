@@ -33,7 +33,7 @@ from webhook.http.metrics import Metrics
 from webhook.http.review import parse_review, to_engine_request
 from webhook.policy import load_policy_file
 from webhook.policy.load import default_policy_text, load_policy_text
-from webhook.service.policy_reload import PolicyReloader
+from webhook.service.policy_reload import LOGGED_PROBLEMS, PolicyReloader
 
 RELOAD_SECONDS = 30.0  # generous for a busy 2-core machine
 
@@ -184,6 +184,27 @@ def test_every_problem_of_a_broken_edit_is_logged_with_its_line(
     ]
     assert {r.__dict__["problems"] for r in refusals(caplog)} == {4}
     assert reloader.readiness()[1].endswith("(and 3 more problems; see the log)")
+
+
+def test_a_broken_edit_with_thousands_of_problems_logs_the_first_few_and_a_count(
+    volume: SecretVolume, reloader: PolicyReloader, caplog: pytest.LogCaptureFixture
+) -> None:
+    repeats = 2_000
+    gpu, mig = ",".join(["a"] * repeats), ",".join(["b"] * repeats)
+    update(
+        volume, f"{EIGHT_GPU_NODES}\ndra:\n  deviceClasses:\n    gpu: [{gpu}]\n    mig: [{mig}]\n"
+    )
+
+    with caplog.at_level(logging.ERROR, "gpu_admission.policy"):
+        assert reloader.poll() is False
+
+    *each, more = refusals(caplog)
+    assert len(each) == LOGGED_PROBLEMS
+    total = 2 * (repeats - 1)
+    assert {r.__dict__["problems"] for r in each} == {total}
+    assert more.getMessage() == "not reloading the policy: more problems than logged"
+    assert more.__dict__["not_logged"] == total - LOGGED_PROBLEMS
+    assert reloader.readiness()[1].endswith(f"(and {total - 1} more problems; see the log)")
 
 
 def test_fixing_the_file_recovers_with_the_fixed_rules(

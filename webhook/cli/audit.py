@@ -17,6 +17,7 @@ from typing import Any
 from webhook.cli.cluster_options import CREDENTIALS_HELP, add_cluster_options, fail
 from webhook.cli.policy_option import load_engine
 from webhook.engine import Engine
+from webhook.engine.serving import serving_engine
 from webhook.engine.templates import POD, TemplateKind
 from webhook.errors import PolicyError
 from webhook.install.names import DEPLOYMENT, NAMESPACE
@@ -27,7 +28,6 @@ from webhook.kube.listing import PAGE_SIZE, installed_policy
 from webhook.offline.audit import Finding
 from webhook.offline.audit_report import AuditOutcome, AuditScope, audit_data, audit_text
 from webhook.offline.yaml_text import dump_yaml
-from webhook.policy import load_policy_text
 from webhook.service.audit import audit_cluster
 
 __all__ = ["add_audit_commands"]
@@ -119,7 +119,7 @@ def _engine(api: Any, args: argparse.Namespace) -> Engine:
     if not args.policy_from_cluster:
         return load_engine(args.policy)
     source, text = installed_policy(api, NAMESPACE, DEPLOYMENT)
-    return Engine(load_policy_text(text, source))
+    return serving_engine(text, source)
 
 
 def _keep(args: argparse.Namespace) -> Callable[[Finding], bool]:

@@ -27,6 +27,7 @@ from webhook.cli.cluster_options import (
     add_cluster_options,
     run_against_cluster,
 )
+from webhook.engine.serving import EMBEDDED_SOURCE, serving_engine
 from webhook.errors import PolicyError
 from webhook.install.names import (
     APP_LABELS,
@@ -38,8 +39,7 @@ from webhook.install.names import (
     WEBHOOK_CONFIGURATION,
 )
 from webhook.install.plan import WEBHOOK_KINDS, InstallError, base_objects, render_install
-from webhook.policy import load_policy_text
-from webhook.policy.load import DEFAULT_POLICY, default_policy_text
+from webhook.policy.load import default_policy_text
 from webhook.tls.provision import installed_ca_bundle, provision
 from webhook.tls.rotation import RotationError, RotationRequest
 
@@ -104,8 +104,8 @@ def add_install_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
 def _install(args: argparse.Namespace) -> int:
     try:
         policy_text = args.policy.read_text("utf-8") if args.policy else default_policy_text()
-        source = str(args.policy) if args.policy else f"policies/{DEFAULT_POLICY} (embedded)"
-        policy = load_policy_text(policy_text, source)
+        source = str(args.policy) if args.policy else EMBEDDED_SOURCE
+        policy = serving_engine(policy_text, source).policy
     except (OSError, PolicyError) as error:
         print(f"gpu-admission install: {error}", file=sys.stderr)
         return 2

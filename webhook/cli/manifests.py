@@ -6,9 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from webhook.engine.serving import embedded_serving_engine, serving_engine_from_file
 from webhook.errors import PolicyError
 from webhook.install.manifests import SYNC_COMMAND, stale_files, sync, webhooks_yaml
-from webhook.policy import load_default_policy, load_policy_file
 
 
 def add_manifest_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -75,10 +75,15 @@ def repository_deploy_dir(start: Path) -> Path | None:
 
 def _webhooks(args: argparse.Namespace) -> int:
     try:
-        policy = load_default_policy() if args.policy is None else load_policy_file(args.policy)
+        engine = (
+            embedded_serving_engine()
+            if args.policy is None
+            else serving_engine_from_file(args.policy)
+        )
     except PolicyError as error:
         print(error, file=sys.stderr)
         return 2
+    policy = engine.policy
     header = f"# Rendered by `gpu-admission manifests webhooks` from {policy.source}.\n"
     sys.stdout.write(webhooks_yaml(policy, header))
     return 0

@@ -1,8 +1,8 @@
 """The `--policy` option of the commands that put a policy to use, and the engine it makes.
 
 A policy is put to use through an ``Engine``, which refuses one whose `enforcement`
-names a rule it does not have; so `serve`, `policy validate`, `check`, `explain` and
-`policy test` all load their policy here, and refuse the same policies.
+names a rule it does not have; so `serve`, `check`, `explain`, `policy test` and `audit`
+all load their policy here, through ``webhook.engine.serving``, and refuse the same policies.
 
 The engine and the policy model (pydantic) are imported when a policy is loaded, not
 when the option is added: `--help` and commands without a policy start without them.
@@ -26,10 +26,8 @@ def load_engine(path: Path | None) -> Engine:
     """The engine on the policy file at `path`, or on the embedded policy when None.
 
     Raises PolicyError, naming file, field and reason, for a policy that cannot serve."""
-    from webhook.engine import Engine
-    from webhook.engine.rules import RULES
-    from webhook.policy import load_default_policy, load_policy_file
+    from webhook.engine.serving import embedded_serving_engine, serving_engine_from_file
 
     if path is None:
-        return Engine(load_default_policy())
-    return Engine(load_policy_file(path, rule_names=RULES.names))
+        return embedded_serving_engine()
+    return serving_engine_from_file(path)

@@ -29,8 +29,8 @@ def add_validate_command(
 
 
 def validate_policies(args: argparse.Namespace) -> int:
+    from webhook.engine.serving import serving_engine
     from webhook.errors import PolicyError
-    from webhook.http.policy_check import serving_engine
 
     failed = False
     for path in args.files:
@@ -44,6 +44,8 @@ def validate_policies(args: argparse.Namespace) -> int:
         except PolicyError as error:
             for problem in error.problems:
                 print(problem, file=sys.stderr)
+            if error.unlisted:
+                print(f"{path}: and {error.unlisted:,} more problems", file=sys.stderr)
             failed = True
             continue
         print(f"{path}: ok ({len(policy.pools)} pools, {len(policy.classes)} classes)")

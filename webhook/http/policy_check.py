@@ -1,9 +1,8 @@
 """A policy as the service would serve it, and the verdict on a policy ConfigMap.
 
-``serving_engine`` is how a policy text becomes what serves: loaded with the engine's
-rule names (so every problem is reported at once, unknown rule names with the others)
-and made an ``Engine``. The reloader, `policy validate` and the policy ConfigMap's
-webhook all go through it, so what the webhook admits the service can load.
+``webhook.engine.serving`` is how a policy text becomes what serves; the reloader,
+`policy validate`, `install` and this webhook all go through it, so what the webhook
+admits the service can load.
 
 ``judge_policy_configmap`` decides a CREATE or UPDATE of the policy ConfigMap: its
 policy key must hold a policy that serves. The denial lists the problems as
@@ -17,10 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.engine import RULES, AdmissionRequest, Decision, Engine
+from webhook.engine import AdmissionRequest, Decision
 from webhook.engine.decision import DENIAL_LIMIT, allow, shorten
+from webhook.engine.serving import serving_engine
 from webhook.errors import PolicyError
-from webhook.policy.load import load_policy_text
 
 POLICY_KEY = "policy.yaml"
 """The key of the policy ConfigMap that holds the policy (the file `serve --policy` reads)."""
@@ -31,13 +30,6 @@ pools is tens of KB. PyYAML reads about 1 MB a second, and this runs while pods 
 
 PROBLEMS_LIMIT = 20
 """Most problems a denial lists; the rest are counted."""
-
-
-def serving_engine(text: str, source: str) -> Engine:
-    """The engine that would serve the policy `text` (named `source` in errors).
-
-    Raises PolicyError carrying every problem found."""
-    return Engine(load_policy_text(text, source, rule_names=RULES.names))
 
 
 def judge_policy_configmap(request: AdmissionRequest) -> Decision:
@@ -76,11 +68,11 @@ def policy_denial(name: str, error: PolicyError) -> str:
     problem (`file:line: path: reason`), the first ``PROBLEMS_LIMIT`` and a count of
     the others."""
     problems = error.problems
-    count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
+    count = f"{error.count:,} problem{'s' if error.count != 1 else ''}"
     lines = [f"the policy in ConfigMap {name} does not load ({count}):"]
     lines += [str(problem) for problem in problems[:PROBLEMS_LIMIT]]
-    if len(problems) > PROBLEMS_LIMIT:
-        lines.append(f"and {len(problems) - PROBLEMS_LIMIT:,} more")
+    if error.count > PROBLEMS_LIMIT:
+        lines.append(f"and {error.count - PROBLEMS_LIMIT:,} more")
     return shorten("\n".join(lines), DENIAL_LIMIT)
 
 

@@ -4,7 +4,8 @@
 offline commands all load a policy here and make an engine of it (which refuses rule
 names it does not have), so a policy that validates is exactly a policy that serves.
 
-A policy is refused with one ``PolicyError`` carrying every problem found, each with
+A policy is refused with one ``PolicyError`` carrying every problem found (the first
+``MAX_PROBLEMS`` of them; the others counted), each with
 the file, the line (and column) of the offending key or value, the field path and the
 reason: YAML that does not parse (only that, then), each key given twice (with both
 lines), each field pydantic refuses, and each cross-reference that does not hold
@@ -34,9 +35,12 @@ DEFAULT_POLICY = "default.yaml"
 MAX_DEPTH = 32
 """The deepest nesting of mappings and lists a policy may have; its deepest field
 (an exemption's pod label, a taint's effect) is five levels down."""
-MAX_VALUES = 100_000
+MAX_VALUES = 20_000
 """The most values a policy may hold, its aliases expanded: a policy of hundreds of pools
 holds thousands; a few lines of aliases can stand for billions."""
+MAX_PROBLEMS = 200
+"""Most problems a ``PolicyError`` carries; the others are only counted. Nobody reads
+thousands, and placing each at its line costs time while a webhook waits."""
 KEY_LIMIT = 64
 """Most characters of a key a field path repeats: the key is there to be recognised."""
 REASON_LIMIT = 1024
@@ -84,7 +88,7 @@ def load_policy_text(
     for path, reason in reference_problems(data, catalog, rule_names):
         problems.add(path, reason)
     if problems.found or spec is None:
-        raise PolicyError.of(problems.in_order())
+        raise PolicyError.of(problems.in_order(), problems.unlisted)
     return compile_policy(spec, catalog, source)
 
 
@@ -126,8 +130,13 @@ class _Problems:
         self.source = source
         self.read = read
         self.found: list[PolicyProblem] = []
+        self.unlisted = 0
 
     def add(self, path: FieldPath, reason: str, where: Position | None = None) -> None:
+        """Place the problem at its line; past ``MAX_PROBLEMS``, only count it."""
+        if len(self.found) >= MAX_PROBLEMS:
+            self.unlisted += 1
+            return
         where = where or self.read.position(path)
         self.found.append(
             PolicyProblem(

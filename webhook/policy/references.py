@@ -7,11 +7,15 @@ They read the data as the YAML gave it, not the checked model, and pass over wha
 not shaped as the model wants: so they run even when pydantic refuses other fields, and a
 policy's every problem is reported at once (pydantic reports the shapes). Each problem is
 a field path and a reason; ``webhook.policy.load`` finds its line.
+
+Each check is linear in the size of the policy (membership in sets, lists of names
+joined once and at most ``NAMES_LISTED`` long): a policy of thousands of repeated
+names is as quick to refuse as to read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
 from webhook.policy.catalog import MigCatalog
@@ -23,6 +27,9 @@ BUILT_IN_GROUPS = ("", "apps", "batch")
 
 Found = tuple[FieldPath, str]
 """A problem: the path of the offending key or value, and the reason."""
+
+NAMES_LISTED = 30
+"""Most names a reason lists (the pools, classes, rules or products there are)."""
 
 
 def reference_problems(
@@ -73,7 +80,7 @@ def _model_problems(pool_name: str, pool: dict[str, Any], catalog: MigCatalog) -
             unknown = True
             yield (
                 ("pools", pool_name, "models", name, "product"),
-                f"unknown GPU product {product!r}; known: {', '.join(catalog.names())}",
+                f"unknown GPU product {product!r}; known: {_listing(catalog.names())}",
             )
         known = catalog.find(product if isinstance(product, str) else str(name))
         offers_mig = offers_mig or bool(known and known.profiles)
@@ -88,29 +95,33 @@ def _model_problems(pool_name: str, pool: dict[str, Any], catalog: MigCatalog) -
 
 
 def _class_problems(classes: dict[Any, Any], pools: dict[Any, Any]) -> Iterator[Found]:
+    pool_names = _listing(map(str, pools))
     for name, workload in classes.items():
         if not isinstance(name, str) or not isinstance(workload, dict):
             continue
-        class_pools = _list(workload.get("pools"))
+        class_pools = [pool for pool in _list(workload.get("pools")) if isinstance(pool, str)]
         listed: set[str] = set()
-        for index, pool in enumerate(class_pools):
+        for index, pool in enumerate(_list(workload.get("pools"))):
             if not isinstance(pool, str):
                 continue
             if pool not in pools:
                 yield (
                     ("classes", name, "pools", index),
-                    f"unknown pool {pool!r}; pools: {', '.join(map(str, pools))}",
+                    f"unknown pool {pool!r}; pools: {pool_names}",
                 )
             elif pool in listed:
                 yield (("classes", name, "pools", index), f"pool {pool!r} is listed twice")
             listed.add(pool)
+        # `listed` now holds every pool of the class; its names are joined once, if needed.
+        class_pool_names: str | None = None
         for index, preferred in enumerate(_list(workload.get("preferredPools"))):
             pool = preferred.get("pool") if isinstance(preferred, dict) else None
-            if isinstance(pool, str) and pool not in class_pools:
+            if isinstance(pool, str) and pool not in listed:
+                if class_pool_names is None:
+                    class_pool_names = _listing(dict.fromkeys(class_pools))
                 yield (
                     ("classes", name, "preferredPools", index, "pool"),
-                    f"{pool!r} is not one of the class's pools "
-                    f"({', '.join(p for p in class_pools if isinstance(p, str))})",
+                    f"{pool!r} is not one of the class's pools ({class_pool_names})",
                 )
 
 
@@ -120,11 +131,12 @@ def _enforcement_problems(
     rule_names: Collection[str] | None,
 ) -> Iterator[Found]:
     yield from _rule_problems(("enforcement", "rules"), enforcement.get("rules"), rule_names)
+    class_names = _listing(map(str, classes)) if classes is not None else ""
     for name, overrides in _mapping(enforcement.get("classes")).items():
         if classes is not None and name not in classes:
             yield (
                 ("enforcement", "classes", name),
-                f"unknown class {name!r}; classes: {', '.join(map(str, classes))}",
+                f"unknown class {name!r}; classes: {class_names}",
             )
         if isinstance(overrides, dict):
             path = ("enforcement", "classes", name, "rules")
@@ -136,9 +148,10 @@ def _rule_problems(
 ) -> Iterator[Found]:
     if rule_names is None:
         return
+    known = set(rule_names)
     for rule in _mapping(modes):
-        if rule not in rule_names:
-            yield (*path, rule), f"unknown rule {rule!r}; rules: {', '.join(rule_names)}"
+        if rule not in known:
+            yield (*path, rule), f"unknown rule {rule!r}; rules: {_listing(rule_names)}"
 
 
 def _workload_kind_problems(kinds: list[Any]) -> Iterator[Found]:
@@ -180,8 +193,9 @@ def _dra_problems(dra: dict[Any, Any], pools: dict[Any, Any]) -> Iterator[Found]
     yield from _listed_twice(("dra", "deviceClasses", "gpu"), gpu_classes, "DeviceClass")
     mig_classes = _list(classes.get("mig"))
     yield from _listed_twice(DRA_MIG_CLASSES, mig_classes, "DeviceClass")
+    gpu_names = {name for name in gpu_classes if isinstance(name, str)}
     for index, name in enumerate(mig_classes):
-        if isinstance(name, str) and name in gpu_classes:
+        if isinstance(name, str) and name in gpu_names:
             yield (
                 (*DRA_MIG_CLASSES, index),
                 f"DeviceClass {name!r} is listed under gpu too; a class's devices are either "
@@ -236,6 +250,18 @@ def _listed_twice(path: FieldPath, names: list[Any], what: str) -> Iterator[Foun
         if name in seen:
             yield (*path, index), f"{what} {name!r} is listed twice"
         seen.add(name)
+
+
+def _listing(names: Iterable[str]) -> str:
+    """`names` joined by commas, the first ``NAMES_LISTED`` of them and a count of the rest."""
+    listed: list[str] = []
+    more = 0
+    for name in names:
+        if len(listed) < NAMES_LISTED:
+            listed.append(name)
+        else:
+            more += 1
+    return ", ".join(listed) + (f" and {more:,} more" if more else "")
 
 
 def _mapping(value: object) -> dict[Any, Any]:

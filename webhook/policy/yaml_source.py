@@ -99,9 +99,23 @@ def yaml_problem(error: yaml.YAMLError) -> tuple[Position | None, str]:
 
 
 class _SourceLoader(StrictLoader):
-    """Keys given twice are found by ``read_source``, all of them, not raised at the first."""
+    """Keys given twice are found by ``read_source``, all of them, not raised at the first.
+
+    Composing stops once it has made more than ``max_values`` nodes (an alias, which
+    stands for at least one value, counted as one): a long document is refused after
+    reading as much of it as a document of the limit, not all of it."""
 
     refuse_duplicates = False
+    max_values: int | None = None
+    _composed = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        self._composed += 1
+        if self.max_values is not None and self._composed > self.max_values:
+            raise TooLarge(
+                f"holds more than {self.max_values:,} values; at most {self.max_values:,}"
+            )
+        return super().compose_node(parent, index)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +161,7 @@ def read_source(text: str, *, max_depth: int, max_values: int) -> YamlSource:
     """
     loader = _SourceLoader(text)
     loader.max_depth = max_depth
+    loader.max_values = max_values
     try:
         node = loader.get_single_node()
         if node is None:

@@ -10,10 +10,11 @@ have among them.
 A policy that compiles, and that the engine accepts, becomes the new ``engine`` in
 one step: a review reads ``engine`` once when it starts, so reviews in flight finish
 with the engine they started with and the next ones get the new one. A policy that
-does not compile, or that the engine refuses, changes nothing that serves: each of its
-problems is logged, once per distinct content (with file, line, field path and
-reason), the first is shown in the ``/readyz`` detail with a count of the others, and
-the ``gpu_admission_policy_valid`` metric says so, until a later edit compiles. The
+does not compile, or that the engine refuses, changes nothing that serves: its
+problems are logged, once per distinct content (with file, line, field path and
+reason; the first ``LOGGED_PROBLEMS``, then a count of the others), the first is shown
+in the ``/readyz`` detail with a count of the others, and the
+``gpu_admission_policy_valid`` metric says so, until a later edit compiles. The
 policy ConfigMap's webhook refuses most such edits before they reach the file; one made
 while no replica was serving reaches it, and is kept out here.
 """
@@ -28,15 +29,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from webhook.engine import Engine
+from webhook.engine.serving import serving_engine
 from webhook.errors import PolicyError
 from webhook.http.metrics import Metrics
-from webhook.http.policy_check import serving_engine
 from webhook.policy import Policy
 from webhook.service.file_poll import DEFAULT_INTERVAL, FilePoller
 
 __all__ = ["PolicyReloader"]
 
 log = logging.getLogger("gpu_admission.policy")
+
+LOGGED_PROBLEMS = 20
+"""Most problems of one refused policy logged line by line (as many as the policy
+ConfigMap's webhook lists); the others are counted on one more line."""
 
 
 @dataclass(frozen=True)
@@ -103,7 +108,7 @@ class PolicyReloader:
         at = loaded.at.isoformat(timespec="seconds")
         if error is None:
             return True, f"{self.path}, loaded at {at}"
-        more = len(error.problems) - 1
+        more = error.count - 1
         others = f" (and {more} more problem{'s' if more > 1 else ''}; see the log)" if more else ""
         return (
             True,
@@ -152,7 +157,7 @@ class PolicyReloader:
             since = self._loaded.at.isoformat(timespec="seconds")
         if self._metrics is not None:
             self._metrics.policy_refused()
-        for problem in error.problems:
+        for problem in error.problems[:LOGGED_PROBLEMS]:
             log.error(
                 "not reloading the policy: still serving the last good policy",
                 extra={
@@ -160,7 +165,17 @@ class PolicyReloader:
                     "line": problem.line,
                     "path": problem.path,
                     "reason": problem.reason,
-                    "problems": len(error.problems),
+                    "problems": error.count,
+                    "serving_since": since,
+                },
+            )
+        if error.count > LOGGED_PROBLEMS:
+            log.error(
+                "not reloading the policy: more problems than logged",
+                extra={
+                    "policy_file": error.source,
+                    "problems": error.count,
+                    "not_logged": error.count - LOGGED_PROBLEMS,
                     "serving_since": since,
                 },
             )
