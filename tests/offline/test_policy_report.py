@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from webhook.engine import RuleOutcome
 from webhook.kube import policy_reports as publishing
 from webhook.offline import policy_report
@@ -139,3 +141,59 @@ def test_a_report_differing_only_in_timestamps_is_the_same_report() -> None:
 
     assert publishing.same_report(stored, later)
     assert not publishing.same_report(stored, changed)
+
+
+def naive_results(findings: list[Finding]) -> list[tuple[str, str, str]]:
+    """Every result of every finding, sorted as the reports list them: broken first."""
+    rank = {"fail": 1, "warn": 2, "audit": 2, "pass": 4}
+    every = [
+        (rank[outcome.outcome], found.subject.name, index, outcome.rule)
+        for found in findings
+        for index, outcome in enumerate(found.rules)
+        if outcome.outcome != "skip"
+    ]
+    return [(name, rule, "") for _, name, _, rule in sorted(every)]
+
+
+def test_results_folded_in_as_they_come_keep_only_the_first_by_rank_and_object() -> None:
+    outcomes = ("pass", "fail", "warn", "audit", "skip")
+    findings = [
+        finding(
+            f"p{(i * 7919) % 1000:04}",
+            gpu_count=outcomes[i % 5],
+            mig_profile=outcomes[(i // 5) % 5],
+        )
+        for i in range(1000)
+    ]
+    collected = policy_report.ReportResults(max_results=50)
+
+    for found in findings:
+        collected.add(found)
+
+    kept = collected._namespaces["ml"]
+    assert len(kept.heap) == 50  # never more held, whatever came
+    [report] = collected.reports(["ml"], timestamp=NOW, policy="p").values()
+    listed = [(r["resources"][0]["name"], r["rule"], "") for r in report["results"]]
+    assert listed == naive_results(findings)[:50]
+    assert report["metadata"]["annotations"][policy_report.OMITTED] == str(kept.total - 50)
+    every = reports(*findings)["ml"]
+    assert report["summary"] == every["summary"]
+    assert [r["resources"][0]["name"] for r in every["results"][:50]] == [n for n, _, _ in listed]
+
+
+def test_a_result_that_would_be_dropped_at_once_is_never_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    built: list[str] = []
+    make = policy_report._result
+
+    def counting(found: Finding, *args: Any) -> dict[str, Any]:
+        built.append(found.subject.name)
+        return make(found, *args)
+
+    monkeypatch.setattr(policy_report, "_result", counting)
+    collected = policy_report.ReportResults(max_results=2)
+    for index in range(100):
+        collected.add(finding(f"a{index:03}", gpu_count="pass"))
+
+    assert built == ["a000", "a001"]

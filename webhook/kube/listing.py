@@ -3,8 +3,9 @@
 Everything is read as plain JSON, the way admission requests carry objects, so the
 engine judges a listed pod exactly as it judges one under review. Lists are paged
 (``limit`` and ``continue``), and each page is handed on before the next is asked
-for: a cluster of 50,000 pods is never held in memory at once. A list response's
-items carry no ``apiVersion`` and ``kind``; they are set here from the kind listed.
+for: a cluster of 50,000 pods is never held in memory at once. Namespaces named are
+listed each by its namespaced call, the others not at all. A list response's items
+carry no ``apiVersion`` and ``kind``; they are set here from the kind listed.
 
 Built-in workload kinds are listed at ``v1``; a custom kind (PyTorchJob, RayCluster,
 ...) at its group's preferred version (``preferred_versions``, one call for every
@@ -13,7 +14,8 @@ group). A group the cluster does not serve is no error: nothing of that kind run
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator
+import functools
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,33 +76,54 @@ def list_kind(
     kind: TemplateKind,
     version: str,
     *,
+    namespaces: Iterable[str] | None = None,
     page_size: int = PAGE_SIZE,
     progress: Progress | None = None,
 ) -> Iterator[Page]:
-    """Every object of ``kind`` in every namespace, page by page.
+    """Every object of ``kind`` in ``namespaces`` (every namespace when None), page by page.
 
-    A kind of the core group is listed through its typed call (pods), any other through
-    the generic ``/apis/{group}/{version}/{plural}``. Raises ApiException as the
-    calls do (403 when the credentials may not list the kind)."""
-    if kind.group == "":
-        core: Any = client.CoreV1Api(api)
-        listing: Callable[..., Any] = core.list_pod_for_all_namespaces
-    else:
-        objects: Any = client.CustomObjectsApi(api)
-
-        def listing(**options: Any) -> Any:
-            return objects.list_cluster_custom_object(kind.group, version, kind.resource, **options)
-
+    Given namespaces are listed one after the other by the namespaced calls, so a cluster
+    where few namespaces opted in costs what they hold, not what the cluster holds. A kind
+    of the core group is listed through its typed calls (pods), any other through the
+    generic ``/apis/{group}/{version}[/namespaces/{namespace}]/{plural}``. The next page
+    is asked for only when the last one has been taken: a caller that stops taking pages
+    stops the listing. Raises ApiException as the calls do (403 when the credentials may
+    not list the kind)."""
     api_version = f"{kind.group}/{version}" if kind.group else version
     listed = 0
-    for items in _pages(listing, limit=page_size):
-        for item in items:
-            item["apiVersion"] = api_version
-            item["kind"] = kind.kind
-        listed += len(items)
-        if progress is not None:
-            progress(kind, listed)
-        yield Page(kind, items)
+    for listing in _listings(api, kind, version, namespaces):
+        for items in _pages(listing, limit=page_size):
+            for item in items:
+                item["apiVersion"] = api_version
+                item["kind"] = kind.kind
+            listed += len(items)
+            if progress is not None:
+                progress(kind, listed)
+            yield Page(kind, items)
+
+
+def _listings(
+    api: Any, kind: TemplateKind, version: str, namespaces: Iterable[str] | None
+) -> Iterator[Callable[..., Any]]:
+    """The list call of ``kind`` for all namespaces, or one for each of ``namespaces``."""
+    if kind.group == "":
+        core: Any = client.CoreV1Api(api)
+        if namespaces is None:
+            yield core.list_pod_for_all_namespaces
+        else:
+            for namespace in namespaces:
+                yield functools.partial(core.list_namespaced_pod, namespace)
+        return
+    objects: Any = client.CustomObjectsApi(api)
+    if namespaces is None:
+        yield functools.partial(
+            objects.list_cluster_custom_object, kind.group, version, kind.resource
+        )
+        return
+    for namespace in namespaces:
+        yield functools.partial(
+            objects.list_namespaced_custom_object, kind.group, version, namespace, kind.resource
+        )
 
 
 def preferred_versions(api: Any) -> dict[str, str]:

@@ -198,14 +198,20 @@ class AuditSummary:
     """Rule -> outcome -> how many judged pods had it, rules in the order first met
     (the engine's: every finding lists every rule)."""
     by_namespace: dict[str, Counter[str]] = field(default_factory=dict)
-    objects: set[tuple[str, str, str]] = field(default_factory=set)
-    """(kind, namespace, name) of every object judged."""
+    objects: Counter[str] = field(default_factory=Counter)
+    """Kind -> how many objects of it were judged. The findings of one object (one per pod
+    template) come one after the other, so an object is counted when its first comes:
+    no set of every object judged grows with the cluster."""
+    _last_object: tuple[str, str, str] | None = field(default=None, repr=False)
 
     def add(self, finding: Finding) -> None:
         self.judged += 1
         self.verdicts[finding.verdict] += 1
         subject = finding.subject
-        self.objects.add((subject.kind, subject.namespace, subject.name))
+        judged = (subject.kind, subject.namespace, subject.name)
+        if judged != self._last_object:
+            self._last_object = judged
+            self.objects[subject.kind] += 1
         for outcome in finding.rules:
             self.by_rule.setdefault(outcome.rule, Counter())[outcome.outcome] += 1
         self.by_namespace.setdefault(subject.namespace, Counter())[finding.verdict] += 1
@@ -220,8 +226,7 @@ class AuditSummary:
 
     def object_counts(self) -> dict[str, int]:
         """How many objects of each kind were judged, kinds by name."""
-        counts = Counter(kind for kind, _, _ in self.objects)
-        return dict(sorted(counts.items()))
+        return dict(sorted(self.objects.items()))
 
 
 def _text(value: Any) -> str:

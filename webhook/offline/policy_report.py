@@ -15,14 +15,19 @@ audited namespace gets one, named ``gpu-admission``, with a result per object an
 ``summary`` counts every rule of every judged pod and pod template, whatever is listed.
 A report holds at most ``MAX_RESULTS`` results, broken rules first, then passes, so a
 namespace of thousands of pods stays far under etcd's object limit; the annotation
-``gpu-admission.io/results-omitted`` says how many were left out.
+``gpu-admission.io/results-omitted`` says how many were left out. Findings are folded
+in as they come (``ReportResults``): an audit of any size holds per namespace only the
+counts and the results it will publish.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import functools
+import heapq
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from webhook.engine import RuleOutcome
 from webhook.engine.decision import shorten
 from webhook.offline.audit import Finding
 
@@ -59,75 +64,148 @@ def policy_reports(
     nothing judged gets an empty one: it was audited) and every finding's namespace.
     `timestamp` is when the audit ran, in seconds since the epoch; `policy` where the
     policy came from."""
-    by_namespace: dict[str, list[Finding]] = {namespace: [] for namespace in namespaces}
+    collected = ReportResults()
     for finding in findings:
-        by_namespace.setdefault(finding.subject.namespace, []).append(finding)
-    return {
-        namespace: policy_report(namespace, found, timestamp=timestamp, policy=policy)
-        for namespace, found in sorted(by_namespace.items())
-    }
+        collected.add(finding)
+    return collected.reports(namespaces, timestamp=timestamp, policy=policy)
 
 
 def policy_report(
     namespace: str, findings: Iterable[Finding], *, timestamp: int, policy: str
 ) -> dict[str, Any]:
     """The PolicyReport of one namespace's findings."""
-    summary = dict.fromkeys(SUMMARY_KEYS, 0)
-    results: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+    kept = _Kept()
     for finding in findings:
-        for key, result in _results(finding, timestamp):
-            results.append((key, result))
+        kept.add(finding)
+    return kept.report(namespace, timestamp=timestamp, policy=policy)
+
+
+class ReportResults:
+    """Findings folded into reports as they come, for an audit of any size: of each
+    namespace only its summary counts and its first ``max_results`` results (broken
+    rules first) are held, never every finding."""
+
+    def __init__(self, max_results: int = MAX_RESULTS) -> None:
+        self._max_results = max_results
+        self._namespaces: dict[str, _Kept] = {}
+
+    def add(self, finding: Finding) -> None:
+        namespace = finding.subject.namespace
+        kept = self._namespaces.get(namespace)
+        if kept is None:
+            kept = self._namespaces[namespace] = _Kept(self._max_results)
+        kept.add(finding)
+
+    def reports(
+        self, namespaces: Iterable[str], *, timestamp: int, policy: str
+    ) -> dict[str, dict[str, Any]]:
+        """Namespace -> its PolicyReport, as ``policy_reports`` makes them."""
+        every = dict.fromkeys(namespaces, None) | dict.fromkeys(self._namespaces, None)
+        return {
+            namespace: self._namespaces.get(namespace, _Kept(self._max_results)).report(
+                namespace, timestamp=timestamp, policy=policy
+            )
+            for namespace in sorted(every)
+        }
+
+
+class _Entry:
+    """A result kept, ordered worst kept first: the heap's top is the one to drop next."""
+
+    __slots__ = ("key", "result")
+
+    def __init__(self, key: tuple[Any, ...], result: dict[str, Any]) -> None:
+        self.key = key
+        self.result = result
+
+    def __lt__(self, other: _Entry) -> bool:
+        return bool(self.key > other.key)
+
+
+class _Kept:
+    """One namespace's summary and its ``max_results`` first results by ``RANK`` and
+    object, in a heap; a result that would be dropped at once is never built."""
+
+    def __init__(self, max_results: int = MAX_RESULTS) -> None:
+        self.max_results = max_results
+        self.summary = dict.fromkeys(SUMMARY_KEYS, 0)
+        self.heap: list[_Entry] = []
+        self.total = 0
+        """Results met, kept or not."""
+
+    def add(self, finding: Finding) -> None:
         if not finding.rules:
-            summary["error"] += 1
+            self.summary["error"] += 1
         for outcome in finding.rules:
-            summary[RESULT_OF[outcome.outcome]] += 1
-    results.sort(key=lambda pair: pair[0])
-    kept = [result for _, result in results[:MAX_RESULTS]]
-    annotations = {POLICY_SOURCE: policy}
-    if len(results) > MAX_RESULTS:
-        annotations[OMITTED] = str(len(results) - MAX_RESULTS)
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": KIND,
-        "metadata": {
-            "name": REPORT_NAME,
-            "namespace": namespace,
-            "labels": {MANAGED_BY[0]: MANAGED_BY[1]},
-            "annotations": annotations,
-        },
-        "summary": summary,
-        "results": kept,
-    }
+            self.summary[RESULT_OF[outcome.outcome]] += 1
+        for key, build in _results(finding, self.total):
+            self.total += 1
+            if len(self.heap) < self.max_results:
+                heapq.heappush(self.heap, _Entry(key, build()))
+            elif self.heap and key < self.heap[0].key:
+                heapq.heapreplace(self.heap, _Entry(key, build()))
+
+    def report(self, namespace: str, *, timestamp: int, policy: str) -> dict[str, Any]:
+        stamp = {"seconds": timestamp, "nanos": 0}
+        kept = sorted(self.heap, key=lambda entry: entry.key)
+        annotations = {POLICY_SOURCE: policy}
+        if self.total > len(kept):
+            annotations[OMITTED] = str(self.total - len(kept))
+        return {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": KIND,
+            "metadata": {
+                "name": REPORT_NAME,
+                "namespace": namespace,
+                "labels": {MANAGED_BY[0]: MANAGED_BY[1]},
+                "annotations": annotations,
+            },
+            "summary": dict(self.summary),
+            "results": [{**entry.result, "timestamp": dict(stamp)} for entry in kept],
+        }
 
 
-def _results(finding: Finding, timestamp: int) -> Iterable[tuple[tuple[Any, ...], dict[str, Any]]]:
+Build = Callable[[], dict[str, Any]]
+
+
+def _results(finding: Finding, sequence: int) -> Iterator[tuple[tuple[Any, ...], Build]]:
+    """(sort key, how to build the result) of each result of `finding`; `sequence` (results
+    met before) keeps the order of equal keys and spares comparing anything else."""
     subject = finding.subject
     order = (subject.kind, subject.name, subject.template)
     if not finding.rules:
         yield (
-            (RANK["error"], *order, ""),
-            _result(finding, "malformed-object", "error", "", timestamp),
+            (RANK["error"], *order, -1, sequence),
+            lambda: _result(finding, "malformed-object", "error", ""),
         )
         return
     if finding.exemption:
         yield (
-            (RANK["skip"], *order, ""),
-            _result(finding, "exemption", "skip", finding.exemption, timestamp),
+            (RANK["skip"], *order, -1, sequence),
+            lambda: _result(finding, "exemption", "skip", finding.exemption),
         )
+        sequence += 1
     for index, outcome in enumerate(finding.rules):
         if outcome.outcome == "skip":
             continue
-        result = RESULT_OF[outcome.outcome]
-        message = "; ".join(outcome.messages) if outcome.messages else "passed"
-        entry = _result(finding, outcome.rule, result, message, timestamp)
-        if outcome.outcome in MODE_OF:
-            entry["properties"]["mode"] = MODE_OF[outcome.outcome]
-        yield (RANK[result], *order, index), entry
+        yield (
+            (RANK[RESULT_OF[outcome.outcome]], *order, index, sequence),
+            functools.partial(_rule_result, finding, outcome),
+        )
+        sequence += 1
 
 
-def _result(
-    finding: Finding, rule: str, result: str, message: str, timestamp: int
-) -> dict[str, Any]:
+def _rule_result(finding: Finding, outcome: RuleOutcome) -> dict[str, Any]:
+    result = RESULT_OF[outcome.outcome]
+    message = "; ".join(outcome.messages) if outcome.messages else "passed"
+    entry = _result(finding, outcome.rule, result, message)
+    if outcome.outcome in MODE_OF:
+        entry["properties"]["mode"] = MODE_OF[outcome.outcome]
+    return entry
+
+
+def _result(finding: Finding, rule: str, result: str, message: str) -> dict[str, Any]:
+    """One result but its timestamp, set when the report is made."""
     subject = finding.subject
     resource = {
         "apiVersion": subject.api_version,
@@ -146,7 +224,6 @@ def _result(
         "message": shorten(message or finding.message, MESSAGE_LIMIT),
         "resources": [resource],
         "properties": properties,
-        "timestamp": {"seconds": timestamp, "nanos": 0},
     }
 
 

@@ -4,7 +4,8 @@ The namespaces audited are those the webhooks cover: the ones carrying the polic
 opt-in label, or with ``all_namespaces`` every one they could cover (a preview of a
 rollout), never kube-system, kube-node-lease or the service's own. Every kind the
 engine judges at apply time is listed (Pods, the built-in controllers and the
-policy's workload kinds) page by page and judged as it comes
+policy's workload kinds), in each opted-in namespace by its namespaced calls (across
+the cluster only for ``all_namespaces``), page by page and judged as it comes
 (``webhook.offline.audit``); a kind the cluster does not serve is skipped, one the
 credentials may not list is reported in ``unlisted``. Capacity rules judge against
 the Nodes and PriorityClasses as they are (``inventory``), read once when not given.
@@ -13,7 +14,7 @@ the Nodes and PriorityClasses as they are (``inventory``), read once when not gi
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,11 +51,17 @@ class AuditRun:
     """The findings kept (see ``audit_cluster``'s ``keep``)."""
     unlisted: dict[str, str] = field(default_factory=dict)
     """Kind -> why it could not be listed."""
+    stopped: bool = False
+    """Whether the run was stopped before its end (``should_stop``): it judged only part."""
 
 
 def namespaces_to_audit(api: Any, engine: Engine, all_namespaces: bool) -> tuple[str, ...]:
     label = None if all_namespaces else engine.policy.namespace_opt_in
     return tuple(n for n in namespaces_in_scope(api, label) if n not in NEVER_AUDITED)
+
+
+def _never() -> bool:
+    return False
 
 
 def audit_cluster(
@@ -64,10 +71,20 @@ def audit_cluster(
     all_namespaces: bool = False,
     inventory: Inventory | None = None,
     keep: Callable[[Finding], bool] = lambda finding: True,
+    found: Callable[[Finding], None] | None = None,
     listed: Listed | None = None,
+    should_stop: Callable[[], bool] = _never,
 ) -> AuditRun:
-    """Judge every pod and workload in the namespaces to audit. `keep` says which findings
-    are kept besides being counted; `listed` is told of each page listed."""
+    """Judge every pod and workload in the namespaces to audit.
+
+    Every finding is counted in the run's summary; `keep` says which are also kept in
+    its findings (a caller folding them as they come keeps none) and `found` is told
+    of each. `listed` is told of each page listed. `should_stop` is asked before each
+    page is asked for: once it says so the run ends there, ``stopped``.
+
+    Namespaces that opted in are listed each by its namespaced calls; only with
+    `all_namespaces` is each kind listed across the cluster (less the namespaces
+    never audited)."""
     namespaces = namespaces_to_audit(api, engine, all_namespaces)
     run = AuditRun(namespaces)
     for namespace in namespaces:
@@ -77,14 +94,27 @@ def audit_cluster(
     if inventory is None:
         inventory = read_inventory(api, inventory_label_keys(engine.policy))
     in_scope = frozenset(namespaces)
+    listed_in = None if all_namespaces else namespaces
     versions = preferred_versions(api)
     for kind in engine.kinds:
         version = versions.get(kind.group)
         if version is None:
             continue  # the cluster does not serve the kind: none of it runs
+        if should_stop():
+            run.stopped = True
+            return run
         try:
-            for page in list_kind(api, kind, version, progress=listed):
-                _judge_page(engine, kind, page.items, in_scope, inventory, keep, run)
+            pages = list_kind(api, kind, version, namespaces=listed_in, progress=listed)
+            for page in pages:
+                for finding in _judge_page(engine, kind, page.items, in_scope, inventory):
+                    run.summary.add(finding)
+                    if keep(finding):
+                        run.findings.append(finding)
+                    if found is not None:
+                        found(finding)
+                if should_stop():  # before the next page is asked for
+                    run.stopped = True
+                    return run
         except ApiException as error:
             run.unlisted[kind.kind] = api_error_message(error)
             log.warning(
@@ -100,15 +130,10 @@ def _judge_page(
     items: Iterable[dict[str, Any]],
     in_scope: frozenset[str],
     inventory: Inventory,
-    keep: Callable[[Finding], bool],
-    run: AuditRun,
-) -> None:
+) -> Iterator[Finding]:
     for item in items:
         if (item.get("metadata") or {}).get("namespace") not in in_scope:
             continue
         if kind is not POD and left_to_owner(item, engine.kinds):
             continue
-        for finding in judge_object(engine, item, kind, inventory):
-            run.summary.add(finding)
-            if keep(finding):
-                run.findings.append(finding)
+        yield from judge_object(engine, item, kind, inventory)

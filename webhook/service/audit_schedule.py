@@ -4,7 +4,8 @@ A thread of its own runs ``audit_cluster`` (``webhook.service.audit``) with the 
 serving now (a reloaded policy included), the first time shortly after start, then
 every interval; reviews keep being answered meanwhile, the audit's pages being judged
 between them. Each run's findings become one PolicyReport per audited namespace
-(``webhook.offline.policy_report``), written only where they changed
+(``webhook.offline.policy_report``, folded in as they come: a run holds per namespace
+its counts and the results it publishes, not every finding), written only where they changed
 (``webhook.kube.policy_reports``), so replicas that agree write once between them.
 Without the PolicyReport CRD nothing is written and one line says so (again only once
 the CRD comes or goes). A run that fails is logged and counted; the next one comes at
@@ -35,8 +36,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from webhook.engine import RULES, Engine
 from webhook.engine.inventory import Inventory
 from webhook.kube.policy_reports import publish_policy_reports
-from webhook.offline.audit import OUTCOMES, VERDICTS
-from webhook.offline.policy_report import policy_reports
+from webhook.offline.audit import OUTCOMES, VERDICTS, Finding
+from webhook.offline.policy_report import ReportResults
 from webhook.service.audit import AuditRun, audit_cluster
 
 __all__ = ["AuditMetrics", "PeriodicAudit"]
@@ -99,6 +100,10 @@ class AuditMetrics:
         self.runs.labels("failure").inc()
 
 
+def _none(finding: Finding) -> bool:
+    return False
+
+
 class PeriodicAudit:
     """Audits the cluster behind ``api`` every ``interval`` seconds, in a daemon thread.
 
@@ -135,7 +140,7 @@ class PeriodicAudit:
 
     def stop(self, timeout: float = STOP_JOIN_TIMEOUT) -> None:
         """Ask the thread to stop and wait up to ``timeout`` seconds; a run under way ends
-        at its next page."""
+        before its next page (``audit_cluster``'s ``should_stop``) and publishes nothing."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
@@ -147,15 +152,29 @@ class PeriodicAudit:
             delay = self._interval
 
     def run_once(self) -> AuditRun | None:
-        """One audit, published; None when it failed (logged and counted)."""
+        """One audit, published; None when it failed (logged and counted) or was stopped.
+
+        Findings are folded into the reports as they come (``ReportResults``): a run holds
+        per namespace its counts and at most MAX_RESULTS results, never every finding."""
         started = time.monotonic()
         engine = self._engine()
         try:
             inventory = None if self._inventory is None else self._inventory()
-            run = audit_cluster(self._api, engine, inventory=inventory)
+            results = ReportResults()
+            run = audit_cluster(
+                self._api,
+                engine,
+                inventory=inventory,
+                keep=_none,
+                found=results.add,
+                should_stop=self._stop.is_set,
+            )
+            if run.stopped:  # part of the cluster judged: nothing to publish or record
+                log.info("audit stopped before its end; nothing published")
+                return None
             ended = time.time()
-            reports = policy_reports(
-                run.findings, run.namespaces, timestamp=int(ended), policy=engine.policy.source
+            reports = results.reports(
+                run.namespaces, timestamp=int(ended), policy=engine.policy.source
             )
             published = publish_policy_reports(self._api, reports)
         except Exception as error:  # a run must never end the thread: the next one may work
