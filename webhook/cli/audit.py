@@ -46,6 +46,10 @@ aside), our mutation applied, then validated; a workload by each pod template.
 Pods created before gpu-admission was installed were never mutated; they are
 judged as if created now. Capacity rules judge against the cluster's Nodes and
 PriorityClasses as they are. Pages of {PAGE_SIZE} objects; progress on stderr.
+Memory: -o json and -o yaml list every pod and template judged, so the report is
+held whole until written (it grows with what the audited namespaces hold); text
+and --only-denied keep only what they list. `serve --audit-interval` keeps only
+counts and at most 500 results per namespace.
 Exit status: 0 nothing would be denied, 1 something would, 2 usage or cluster error.
 """
 
@@ -66,7 +70,11 @@ def add_audit_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     )
     audit.add_argument("--only-denied", action="store_true", help="list only what would be denied")
     audit.add_argument(
-        "--output", "-o", choices=OUTPUTS, default="text", help="report format (default: text)"
+        "--output",
+        "-o",
+        choices=OUTPUTS,
+        default="text",
+        help="report format (default: text); json and yaml list, and hold, every finding",
     )
     source = audit.add_mutually_exclusive_group()
     source.add_argument("--policy", type=Path, help="policy YAML (default: the embedded policy)")
