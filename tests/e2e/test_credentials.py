@@ -28,6 +28,7 @@ import yaml
 from webhook.install.names import NAMESPACE
 
 from .controlplane import ControlPlane
+from .kubeconfig import write_token_kubeconfig
 from .test_install import wait_until_gone
 from .webhook_server import WebhookServer
 
@@ -75,24 +76,9 @@ def closed_port() -> int:
 
 
 def kubeconfig_with_token(controlplane: ControlPlane, token: str, path: Path) -> Path:
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "e2e",
-                "cluster": {
-                    "server": controlplane.api_url,
-                    "certificate-authority": str(controlplane.ca_path),
-                },
-            }
-        ],
-        "users": [{"name": "holder", "user": {"token": token}}],
-        "contexts": [{"name": "holder", "context": {"cluster": "e2e", "user": "holder"}}],
-        "current-context": "holder",
-    }
-    path.write_text(yaml.safe_dump(config), "utf-8")
-    return path
+    return write_token_kubeconfig(
+        path, server=controlplane.api_url, ca_cert=controlplane.ca_path, token=token, user="holder"
+    )
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 from cryptography import x509
 from cryptography.x509.verification import PolicyBuilder, Store
 
@@ -27,6 +26,7 @@ from webhook.tls.pki import certificates_from_pem, is_issued_by
 
 from .cluster import Cluster
 from .controlplane import ControlPlane
+from .kubeconfig import write_token_kubeconfig
 from .webhook_server import WebhookServer
 
 SERVICE_DNS = "gpu-admission.gpu-admission.svc"
@@ -144,25 +144,13 @@ def kubeconfig_of(controlplane: ControlPlane, service_account: str, path: Path) 
     token = controlplane.kubectl(
         "create", "token", service_account, "--namespace", NAMESPACE, "--duration=10m"
     ).stdout.strip()
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "e2e",
-                "cluster": {
-                    "server": controlplane.api_url,
-                    "certificate-authority": str(controlplane.ca_path),
-                },
-            }
-        ],
-        "users": [{"name": service_account, "user": {"token": token}}],
-        "contexts": [{"name": "sa", "context": {"cluster": "e2e", "user": service_account}}],
-        "current-context": "sa",
-    }
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
-    return path
+    return write_token_kubeconfig(
+        path,
+        server=controlplane.api_url,
+        ca_cert=controlplane.ca_path,
+        token=token,
+        user=service_account,
+    )
 
 
 def rotate_as(kubeconfig: Path, *flags: str) -> subprocess.CompletedProcess[str]:
