@@ -90,3 +90,11 @@ def admitted(engine: Engine, obj: dict[str, Any], inventory: Inventory = UNKNOWN
     """What a pod meets in a cluster: mutation, then validation of the mutated pod, both
     with the same view of the cluster."""
     return engine.validate(pod_create(mutated(engine, obj, inventory)), inventory)
+
+
+def match_expression(key: str, operator: str, *values: str) -> dict[str, Any]:
+    """A node selector requirement (`values` left out when none are given)."""
+    result: dict[str, Any] = {"key": key, "operator": operator}
+    if values:
+        result["values"] = list(values)
+    return result

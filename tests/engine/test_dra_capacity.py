@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from webhook.engine.dra_capacity import UNKNOWN, NodeCount, dra_now, model_of_product
+from webhook.engine.dra_capacity import UNKNOWN, NodeCount, dra_now
 from webhook.engine.inventory import DeviceFacts, Inventory, NodeFacts, ResourceSliceFacts
 from webhook.policy import Policy, load_policy_text
 from webhook.policy.load import default_policy_text
@@ -242,4 +242,4 @@ def test_a_policy_attribute_in_another_domain_is_read_there() -> None:
 def test_a_product_names_the_model_whose_product_it_ends_with(
     policy: Policy, product: str, model: str | None
 ) -> None:
-    assert model_of_product(policy.pools["training"], product) == model
+    assert policy.pools["training"].model_of_product(product) == model

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from tests.builders import match_expression as expr
 from tests.builders import pod
 from webhook.engine.placement import reach_of, selects, tolerates
 from webhook.engine.pod import read_pod
@@ -25,13 +26,6 @@ def with_terms(*terms: dict[str, Any], node_selector: dict[str, str] | None = No
     if node_selector:
         spec["nodeSelector"] = node_selector
     return read_pod(pod(**spec), POLICY)
-
-
-def expr(key: str, operator: str, *values: str) -> dict[str, Any]:
-    result: dict[str, Any] = {"key": key, "operator": operator}
-    if values:
-        result["values"] = list(values)
-    return result
 
 
 @pytest.mark.parametrize(

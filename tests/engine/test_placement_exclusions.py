@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.builders import match_expression as expr
 from tests.builders import pod
 from webhook.engine.placement import selects
 from webhook.engine.placement_exclusions import (
@@ -34,13 +35,6 @@ def viewed(*terms: dict[str, Any], node_selector: dict[str, str] | None = None) 
     if node_selector:
         spec["nodeSelector"] = node_selector
     return read_pod(pod(**spec), POLICY)
-
-
-def expr(key: str, operator: str, *values: str) -> dict[str, Any]:
-    result: dict[str, Any] = {"key": key, "operator": operator}
-    if values:
-        result["values"] = list(values)
-    return result
 
 
 def described(view: Any, labels: dict[str, str] = INFERENCE_A100) -> list[str]:

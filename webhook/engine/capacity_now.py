@@ -120,12 +120,7 @@ def _model_of(policy: Policy, pool: Pool, node: NodeFacts) -> str | None:
     if labelled in pool.models:
         return labelled
     product = node.labels.get(PRODUCT_LABEL)
-    if product is None:
-        return None
-    for model in pool.models.values():
-        if model.product and (product == model.product or product.endswith("-" + model.product)):
-            return model.name
-    return None
+    return None if product is None else pool.model_of_product(product)
 
 
 def _pool_now(policy: Policy, pool: Pool, nodes: list[tuple[NodeFacts, str | None]]) -> PoolNow:

@@ -157,17 +157,6 @@ def dra_now(policy: Policy, inventory: Inventory) -> DraNow:
     )
 
 
-def model_of_product(pool: Pool, product: str) -> str | None:
-    """The pool's model whose product `product` is or ends with (a space or hyphen before
-    it: ``NVIDIA A100-SXM4-40GB``, ``NVIDIA-A100-SXM4-40GB``), or whose name it is."""
-    published = product.replace(" ", "-")
-    for model in pool.models.values():
-        known = model.product.replace(" ", "-") if model.product else None
-        if known and (published == known or published.endswith("-" + known)):
-            return model.name
-    return product if product in pool.models else None
-
-
 class _Counting:
     """The devices of one node, counted as they are read."""
 
@@ -188,7 +177,7 @@ class _Counting:
         if isinstance(product, str) and product:
             self.products.add(product)
             if self.pool is not None:
-                model = model_of_product(self.pool, product) or model
+                model = self.pool.model_of_product(product) or model
         if kind == GPU_DEVICE:
             self.gpus[model] = self.gpus.get(model, 0) + 1
         elif kind == MIG_DEVICE and isinstance(profile, str) and profile:

@@ -111,6 +111,17 @@ class Pool:
             return [self.models[model]]
         return list(self.models.values())
 
+    def model_of_product(self, product: str) -> str | None:
+        """The pool's model whose product `product` is or ends with, a space or hyphen
+        before it (the GPU Feature Discovery label ``NVIDIA-A100-SXM4-40GB``, a DRA
+        driver's attribute ``NVIDIA A100-SXM4-40GB``), or whose name it is."""
+        published = product.replace(" ", "-")
+        for model in self.models.values():
+            known = model.product.replace(" ", "-") if model.product else None
+            if known and (published == known or published.endswith("-" + known)):
+                return model.name
+        return product if product in self.models else None
+
     def gpus_per_node_of(self, model: str | None) -> int:
         """The most GPUs a node of the pool holds: of `model` when the pool has it."""
         if model is not None and model in self.models:
