@@ -7,7 +7,9 @@ from typing import Any
 import jsonpatch
 
 from webhook.engine import AdmissionRequest, Decision, Engine
+from webhook.engine.claims import ClaimSource
 from webhook.engine.inventory import UNKNOWN, Inventory
+from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
 
 WORKLOAD = "gpu-admission.io/workload"
 GPU_MODEL = "gpu-admission.io/gpu-model"
@@ -78,18 +80,29 @@ def pod_create(obj: Any, **overrides: Any) -> AdmissionRequest:
     return AdmissionRequest(**fields)
 
 
-def mutated(engine: Engine, obj: dict[str, Any], inventory: Inventory = UNKNOWN) -> dict[str, Any]:
+def mutated(
+    engine: Engine,
+    obj: dict[str, Any],
+    inventory: Inventory = UNKNOWN,
+    claims: ClaimObjects = NO_CLAIMS,
+) -> dict[str, Any]:
     """The pod after our mutation, as kube-apiserver would apply the patch."""
-    decision = engine.mutate(pod_create(obj), inventory)
+    decision = engine.mutate(pod_create(obj), inventory, claims)
     assert decision.allowed, decision.message
     result: dict[str, Any] = jsonpatch.apply_patch(obj, list(decision.patch))
     return result
 
 
-def admitted(engine: Engine, obj: dict[str, Any], inventory: Inventory = UNKNOWN) -> Decision:
+def admitted(
+    engine: Engine,
+    obj: dict[str, Any],
+    inventory: Inventory = UNKNOWN,
+    claims: ClaimObjects = NO_CLAIMS,
+) -> Decision:
     """What a pod meets in a cluster: mutation, then validation of the mutated pod, both
-    with the same view of the cluster."""
-    return engine.validate(pod_create(mutated(engine, obj, inventory)), inventory)
+    with the same view of the cluster (and of the templates and claims it names)."""
+    mutated_pod = mutated(engine, obj, inventory, claims)
+    return engine.validate(pod_create(mutated_pod), inventory, claims=claims)
 
 
 def match_expression(key: str, operator: str, *values: str) -> dict[str, Any]:
@@ -98,3 +111,51 @@ def match_expression(key: str, operator: str, *values: str) -> dict[str, Any]:
     if values:
         result["values"] = list(values)
     return result
+
+
+def claim_spec(
+    device_class: str = "gpu.nvidia.com",
+    *,
+    count: int | None = None,
+    all_devices: bool = False,
+    selectors: list[str] | None = None,
+    request: str = "gpu",
+) -> dict[str, Any]:
+    """A ResourceClaim's spec with one request of `device_class` (`selectors` are CEL)."""
+    exactly: dict[str, Any] = {"deviceClassName": device_class}
+    if all_devices:
+        exactly["allocationMode"] = "All"
+    if count is not None:
+        exactly["count"] = count
+    if selectors:
+        exactly["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+    return {"devices": {"requests": [{"name": request, "exactly": exactly}]}}
+
+
+def claim_template(name: str, spec: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A ResourceClaimTemplate of `spec` (one whole GPU when left out)."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": "ml"},
+        "spec": {"spec": spec if spec is not None else claim_spec()},
+    }
+
+
+def claiming_container(name: str = "app", *claims: str, **extra: Any) -> dict[str, Any]:
+    """A container using the pod's claims named `claims` (`gpu` when none are given)."""
+    used = [{"name": claim} for claim in claims or ("gpu",)]
+    resources = extra.pop("resources", {})
+    return container(name, resources={**resources, "claims": used}, **extra)
+
+
+def claim_objects(*objects: dict[str, Any]) -> ClaimObjects:
+    """The cluster's templates and claims: `objects`, and no other."""
+    return ClaimObjects(
+        found={ClaimSource(o["kind"], o["metadata"]["name"]): o for o in objects},
+    )
+
+
+def from_templates(**claims: str) -> list[dict[str, Any]]:
+    """A pod's `spec.resourceClaims`: claim name -> its ResourceClaimTemplate."""
+    return [{"name": name, "resourceClaimTemplateName": t} for name, t in claims.items()]

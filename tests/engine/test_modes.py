@@ -12,9 +12,23 @@ from typing import Any
 
 import pytest
 
-from tests.builders import GPU_MODEL, admitted, container, pod, pod_create
+from tests.builders import (
+    GPU_MODEL,
+    admitted,
+    claim_objects,
+    claim_spec,
+    claim_template,
+    claiming_container,
+    container,
+    from_templates,
+    pod,
+    pod_create,
+)
 from webhook.engine import RULES, AdmissionRequest, Decision, Engine
+from webhook.engine.claims import TEMPLATE, ClaimSource
 from webhook.engine.decision import WARNING_LIMIT, Violation, judge
+from webhook.engine.pod_claims import ClaimObjects
+from webhook.engine.rules.registry import ADVISORY_RULES
 from webhook.errors import PolicyError
 from webhook.policy.load import default_policy_text, load_policy_text
 
@@ -32,6 +46,13 @@ def validated(engine: Engine, obj: dict[str, Any], **overrides: Any) -> Decision
 
 Judge = Callable[[Engine], Decision]
 
+CLAIMING = pod(
+    "inference", containers=[claiming_container()], resourceClaims=from_templates(gpu="t")
+)
+MEMORY = "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0"
+UNJUDGED = claim_objects(claim_template("t", claim_spec(selectors=[MEMORY])))
+MISSING = ClaimObjects(missing=frozenset({ClaimSource(TEMPLATE, "t")}))
+
 CASES: dict[str, Judge] = {
     "visible-devices": lambda e: validated(e, pod(containers=[container("cuda", env=VISIBLE)])),
     "workload-class": lambda e: validated(e, pod("batch")),
@@ -42,7 +63,10 @@ CASES: dict[str, Judge] = {
     "gpu-count": lambda e: admitted(e, pod("training", containers=[container(gpus=9)])),
     "mig-profile": lambda e: admitted(e, pod("training", containers=[container(limits={"nvidia.com/mig-1g.5gb": "1"})])),
     "priority-class": lambda e: admitted(e, pod("training", priorityClassName="inference-priority", priority=1000000)),
+    "resource-claims": lambda e: admitted(e, CLAIMING, claims=MISSING),
+    "claim-selectors": lambda e: admitted(e, CLAIMING, claims=UNJUDGED),
 }  # fmt: skip
+ENFORCEABLE = [rule for rule in RULES.names if rule not in ADVISORY_RULES]
 
 
 def test_every_rule_has_a_case() -> None:
@@ -55,7 +79,7 @@ def default_engine() -> Engine:
 
 
 class TestRuleModes:
-    @pytest.mark.parametrize("rule", RULES.names)
+    @pytest.mark.parametrize("rule", ENFORCEABLE)
     def test_by_default_every_rule_is_enforced(self, default_engine: Engine, rule: str) -> None:
         decision = CASES[rule](default_engine)
 
@@ -63,6 +87,15 @@ class TestRuleModes:
         assert rule in {v.rule for v in decision.violations}
         assert {v.mode for v in decision.violations} == {"enforce"}
         assert decision.warnings == () and dict(decision.audit_annotations) == {}
+
+    @pytest.mark.parametrize("rule", sorted(ADVISORY_RULES))
+    def test_a_rule_saying_what_was_not_judged_warns_even_when_enforced(
+        self, default_engine: Engine, rule: str
+    ) -> None:
+        decision = CASES[rule](engine_with(f"enforcement:\n  rules:\n    {rule}: enforce\n"))
+
+        assert {v.mode for v in decision.violations if v.rule == rule} == {"warn"}
+        assert any(w.startswith(f"gpu-admission: {rule}: ") for w in decision.warnings)
 
     @pytest.mark.parametrize("rule", RULES.names)
     def test_a_rule_in_warn_mode_admits_with_a_short_warning(

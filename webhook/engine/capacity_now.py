@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from webhook.engine.dra_capacity import UNKNOWN as DRA_UNKNOWN
+from webhook.engine.dra_capacity import DraNow, dra_now
 from webhook.engine.inventory import Inventory, NodeFacts, PriorityClassFacts
 from webhook.policy.compiled import Policy, Pool
 
@@ -80,6 +82,8 @@ class CapacityNow:
     """Every PriorityClass by name, or None when not known (the policy's values hold)."""
     nodes: Mapping[str, NodePlace] | None = None
     """Every node by name, cordoned or not, or None while the Node list is not known."""
+    dra: DraNow = DRA_UNKNOWN
+    """What the pools offer through Dynamic Resource Allocation now."""
 
     def pool(self, name: str) -> PoolNow | None:
         return self.pools.get(name)
@@ -93,8 +97,9 @@ STATIC = CapacityNow(pools={}, priority_classes=None)
 
 
 def capacity_now(policy: Policy, inventory: Inventory) -> CapacityNow:
+    dra = dra_now(policy, inventory)
     if inventory.nodes is None:
-        return CapacityNow(pools={}, priority_classes=inventory.priority_classes)
+        return CapacityNow(pools={}, priority_classes=inventory.priority_classes, dra=dra)
     by_label = {pool.label_value: pool for pool in policy.pools.values()}
     members: dict[str, list[tuple[NodeFacts, str | None]]] = {}
     places: dict[str, NodePlace] = {}
@@ -108,7 +113,9 @@ def capacity_now(policy: Policy, inventory: Inventory) -> CapacityNow:
         if node.schedulable and _offers_gpus(policy, node):
             members.setdefault(pool.name, []).append((node, model))
     pools = {name: _pool_now(policy, policy.pools[name], nodes) for name, nodes in members.items()}
-    return CapacityNow(pools=pools, priority_classes=inventory.priority_classes, nodes=places)
+    return CapacityNow(
+        pools=pools, priority_classes=inventory.priority_classes, nodes=places, dra=dra
+    )
 
 
 def _offers_gpus(policy: Policy, node: NodeFacts) -> bool:

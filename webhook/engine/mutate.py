@@ -14,6 +14,7 @@ from webhook.engine.capacity_now import STATIC, CapacityNow
 from webhook.engine.patch import PatchBuilder, apply_patch
 from webhook.engine.placement import tolerated
 from webhook.engine.pod import Container, PodView, read_pod
+from webhook.engine.pod_claims import NO_CLAIMS, NONE, ClaimObjects, PodClaims, pod_claims
 from webhook.errors import MalformedObject
 from webhook.policy.compiled import Policy, WorkloadClass
 
@@ -22,39 +23,52 @@ PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
 
 def mutate_pod(
-    policy: Policy, pod: PodView, workload: WorkloadClass, now: CapacityNow = STATIC
+    policy: Policy,
+    pod: PodView,
+    workload: WorkloadClass,
+    now: CapacityNow = STATIC,
+    claims: PodClaims = NONE,
 ) -> list[dict[str, Any]]:
-    """The patch; `now` gives PriorityClasses' real values when the cluster is known."""
+    """The patch; `now` gives PriorityClasses' real values when the cluster is known.
+
+    A pod that claims GPUs through Dynamic Resource Allocation (or has a claim not known,
+    which may) gets no device-plugin GPU, affinity to the class's pools that take
+    claimed GPUs, and keeps the node's GPUs visible to the containers using its claims."""
     patch = PatchBuilder()
-    defaulted = _gpu_counts(patch, policy, pod, workload)
-    _node_affinity(patch, policy, pod, workload)
+    defaulted = _gpu_counts(patch, policy, pod, workload, claims)
+    _node_affinity(patch, policy, pod, workload, claims)
     _tolerations(patch, pod, workload)
     _priority(patch, pod, workload, now)
     _co_location(patch, pod, workload)
-    _isolation(patch, policy, pod, defaulted)
+    _isolation(patch, policy, pod, defaulted, claims)
     return patch.operations
 
 
-def created_pod(policy: Policy, obj: dict[str, Any], now: CapacityNow = STATIC) -> PodView:
+def created_pod(
+    policy: Policy,
+    obj: dict[str, Any],
+    now: CapacityNow = STATIC,
+    objects: ClaimObjects = NO_CLAIMS,
+) -> PodView:
     """The pod `obj` becomes at its CREATE: with our mutation applied, when its class has one.
     Raises MalformedObject for a pod that cannot be read."""
     pod = read_pod(obj, policy)
     workload = policy.classes.get(pod.labels.get(policy.workload_label, ""))
     if workload is None or not workload.mutate:
         return pod
-    patch = mutate_pod(policy, pod, workload, now)
+    patch = mutate_pod(policy, pod, workload, now, pod_claims(policy, pod, objects))
     if not patch:
         return pod
     return read_pod(apply_patch(obj, patch), policy)
 
 
 def _gpu_counts(
-    patch: PatchBuilder, policy: Policy, pod: PodView, workload: WorkloadClass
+    patch: PatchBuilder, policy: Policy, pod: PodView, workload: WorkloadClass, claims: PodClaims
 ) -> Container | None:
     """Default the GPU count, and make requests equal limits where only one is set."""
     containers = pod.runnable_containers()
     if not any(c.gpu for c in containers):
-        if workload.default_gpus == 0 or not pod.containers:
+        if workload.default_gpus == 0 or not pod.containers or claims.may_ask_gpus:
             return None
         first = pod.containers[0]
         count = str(workload.default_gpus)
@@ -75,9 +89,9 @@ def _gpu_counts(
 
 
 def _node_affinity(
-    patch: PatchBuilder, policy: Policy, pod: PodView, workload: WorkloadClass
+    patch: PatchBuilder, policy: Policy, pod: PodView, workload: WorkloadClass, claims: PodClaims
 ) -> None:
-    constraints = [_expression(policy.pool_label, workload.pool_label_values)]
+    constraints = [_expression(policy.pool_label, _pool_values(policy, pod, workload, claims))]
     model = workload.pinned_model(pod.labels.get(policy.gpu_model_label))
     if model:
         constraints.append(_expression(policy.model_label, (model,)))
@@ -113,6 +127,19 @@ def _node_affinity(
             if _canonical_preference(preference) not in present_preferences:
                 items, path = patch.sequence(node_affinity, node_path, PREFERRED)
                 patch.append(items, path, preference)
+
+
+def _pool_values(
+    policy: Policy, pod: PodView, workload: WorkloadClass, claims: PodClaims
+) -> tuple[str, ...]:
+    """The pool label values of the class's pools that give GPUs the way the pod takes
+    them: through DRA for a pod with GPU claims, else through the device plugin. All of
+    the class's pools when none does (validation says why)."""
+    if claims.may_ask_gpus:
+        fitting = [p.label_value for p in policy.pools_of(workload) if p.takes_dra_gpus]
+    else:
+        fitting = [p.label_value for p in policy.pools_of(workload) if p.takes_device_plugin_gpus]
+    return tuple(fitting) if fitting else workload.pool_label_values
 
 
 def _tolerations(patch: PatchBuilder, pod: PodView, workload: WorkloadClass) -> None:
@@ -176,13 +203,21 @@ def _co_location(patch: PatchBuilder, pod: PodView, workload: WorkloadClass) -> 
 
 
 def _isolation(
-    patch: PatchBuilder, policy: Policy, pod: PodView, defaulted: Container | None
+    patch: PatchBuilder,
+    policy: Policy,
+    pod: PodView,
+    defaulted: Container | None,
+    claims: PodClaims,
 ) -> None:
     """Containers without GPUs must not see the node's GPUs through the image's own env."""
     _isolate(
         patch,
         policy,
-        (c for c in pod.runnable_containers() if c is not defaulted and not c.requests_gpu()),
+        (
+            c
+            for c in pod.runnable_containers()
+            if c is not defaulted and not c.requests_gpu() and not claims.may_give_gpus(c)
+        ),
     )
 
 

@@ -13,11 +13,13 @@ the views of a pod a tenth of a review's time.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from webhook.engine.claims import CLAIM, TEMPLATE, ClaimSource
 from webhook.engine.decision import echo
 from webhook.engine.quantities import parse_quantity
 from webhook.errors import MalformedObject
@@ -39,6 +41,15 @@ class GpuQuantity:
     """What the scheduler counts: the request, defaulted from the limit; None if unreadable."""
 
 
+@dataclass(frozen=True, slots=True)
+class ContainerClaim:
+    """A claim of the pod one container uses: the pod's claim `name`, all its requests or
+    only `request`."""
+
+    name: str
+    request: str | None = None
+
+
 @dataclass(slots=True)
 class Container:
     list_name: str
@@ -53,6 +64,8 @@ class Container:
     """An init container with `restartPolicy: Always` runs beside the app containers."""
     gpu: tuple[GpuQuantity, ...]
     """Its GPU resources, limits first, then requests without a limit."""
+    claims: tuple[ContainerClaim, ...] = ()
+    """The pod's claims it uses (`resources.claims`)."""
 
     def requests_gpu(self) -> bool:
         """Whether it asks for any GPU (a positive or an unreadable amount)."""
@@ -86,6 +99,10 @@ class PodView:
     priority_class_name: str | None
     node_name: str | None
     """The node the pod is bound to by hand (`spec.nodeName`): no scheduler will place it."""
+    resource_claims: Mapping[str, ClaimSource | None] = dataclasses.field(default_factory=dict)
+    """The pod's claims (`spec.resourceClaims`) by name, each with the template or claim it
+    comes from (None: neither is named, which kube-apiserver allows for a claim set
+    aside for later)."""
 
     def all_containers(self) -> tuple[Container, ...]:
         return self.init_containers + self.containers + self.ephemeral_containers
@@ -132,6 +149,7 @@ def read_pod(pod: Any, policy: Policy, path: str = "") -> PodView:
         tolerations=_tolerations(spec.get("tolerations"), path),
         priority_class_name=priority_class_name or None,
         node_name=node_name or None,
+        resource_claims=_resource_claims(spec.get("resourceClaims"), path),
     )
 
 
@@ -178,7 +196,51 @@ def _container(raw: Mapping[str, Any], list_name: str, index: int, policy: Polic
         env=_mappings(raw.get("env"), "", ".env"),
         is_sidecar=list_name == "initContainers" and raw.get("restartPolicy") == "Always",
         gpu=_gpu_quantities(policy, requests, limits),
+        claims=_container_claims(resources.get("claims")),
     )
+
+
+def _container_claims(value: Any) -> tuple[ContainerClaim, ...]:
+    """A container's `resources.claims`; paths start at the container."""
+    if value is None:
+        return ()
+    claims = []
+    for index, item in enumerate(_mappings(value, "", ".resources.claims")):
+        name, request = item.get("name"), item.get("request")
+        if not isinstance(name, str) or not name:
+            raise MalformedObject(f".resources.claims[{index}].name", "must be a claim's name")
+        if request is not None and not isinstance(request, str):
+            raise MalformedObject(f".resources.claims[{index}].request", "must be a string")
+        claims.append(ContainerClaim(name, request or None))
+    return tuple(claims)
+
+
+def _resource_claims(value: Any, path: str) -> Mapping[str, ClaimSource | None]:
+    """The pod's `spec.resourceClaims` by name."""
+    if value is None:
+        return {}
+    claims: dict[str, ClaimSource | None] = {}
+    for index, item in enumerate(_mappings(value, path, "spec.resourceClaims")):
+        where = f"{path}spec.resourceClaims[{index}]"
+        name = item.get("name")
+        if not isinstance(name, str) or not name:
+            raise MalformedObject(f"{where}.name", "must be a claim's name")
+        template, claim = item.get("resourceClaimTemplateName"), item.get("resourceClaimName")
+        for field, named in (("resourceClaimTemplateName", template), ("resourceClaimName", claim)):
+            if named is not None and not isinstance(named, str):
+                raise MalformedObject(f"{where}.{field}", "must be a string")
+        if template and claim:
+            raise MalformedObject(
+                where, "names both a resourceClaimTemplateName and a resourceClaimName"
+            )
+        claims[name] = (
+            ClaimSource(TEMPLATE, template)
+            if template
+            else ClaimSource(CLAIM, claim)
+            if claim
+            else None
+        )
+    return claims
 
 
 def _gpu_quantities(

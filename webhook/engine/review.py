@@ -19,6 +19,8 @@ from typing import Any
 
 from webhook.engine.autoscalers import ScaleTarget, autoscaler_warnings, scale_target
 from webhook.engine.capacity_now import STATIC, CapacityNow, capacity_now
+from webhook.engine.claim_objects import claim_object_kind, judge_claim_object
+from webhook.engine.claims import ClaimSource
 from webhook.engine.decision import (
     ENFORCE,
     EXEMPTION,
@@ -35,11 +37,24 @@ from webhook.engine.inventory import UNKNOWN, Inventory
 from webhook.engine.mutate import created_pod, isolate_ephemeral_containers, mutate_pod
 from webhook.engine.placement_index import PlacementIndex
 from webhook.engine.pod import PodView, read_pod
+from webhook.engine.pod_claims import (
+    MAX_SOURCES,
+    NO_CLAIMS,
+    ClaimObjects,
+    pod_claims,
+    sources_named,
+)
 from webhook.engine.request import AdmissionRequest, refusal
 from webhook.engine.rules import RULES, Findings, Registry, RuleContext
 from webhook.engine.rules.registry import with_modes
 from webhook.engine.rules.visibility import check_visible_devices
-from webhook.engine.templates import POD, TemplateKind, template_kind, template_kinds
+from webhook.engine.templates import (
+    POD,
+    TemplateKind,
+    pod_templates,
+    template_kind,
+    template_kinds,
+)
 from webhook.engine.workloads import template_violations
 from webhook.errors import MalformedObject
 from webhook.policy.compiled import Policy
@@ -64,9 +79,34 @@ class Engine:
         self._seen = (inventory, now)
         return now
 
-    def mutate(self, request: AdmissionRequest, inventory: Inventory = UNKNOWN) -> Decision:
+    def claim_sources(self, request: AdmissionRequest) -> tuple[ClaimSource, ...]:
+        """The ResourceClaimTemplates and ResourceClaims (in the request's namespace) whose
+        objects `mutate` and `validate` need for the pods under review, each once: none for
+        a pod without claims, or anything that is not a pod or workload."""
+        if request.subresource or request.operation not in ("CREATE", "UPDATE"):
+            return ()
+        if not isinstance(request.object, dict):
+            return ()
+        if request.is_pod:
+            return sources_named([request.object])[:MAX_SOURCES]
+        kind = self._workload_kind(request)
+        if kind is None:
+            return ()
+        try:
+            templates = pod_templates(request.object, kind)
+        except MalformedObject:
+            return ()  # validation says what is wrong with it
+        return sources_named(template for _, template in templates)[:MAX_SOURCES]
+
+    def mutate(
+        self,
+        request: AdmissionRequest,
+        inventory: Inventory = UNKNOWN,
+        claims: ClaimObjects = NO_CLAIMS,
+    ) -> Decision:
         """Inject what a workload pod needs at its CREATE, and isolate debug containers
-        added later from the node's GPUs; everything else passes."""
+        added later from the node's GPUs; everything else passes. `claims` holds the
+        objects of the pod's claims (see `claim_sources`)."""
         if (refused := refusal(request)) is not None:
             return refused
         if request.is_ephemeral_containers_update:
@@ -82,7 +122,8 @@ class Engine:
             workload = self.policy.classes.get(pod.labels.get(self.policy.workload_label, ""))
             if workload is None or not workload.mutate:
                 return allow()
-            return allow(mutate_pod(self.policy, pod, workload, self.capacity(inventory)))
+            resolved = pod_claims(self.policy, pod, claims)
+            return allow(mutate_pod(self.policy, pod, workload, self.capacity(inventory), resolved))
         except MalformedObject as error:
             return malformed(str(error))
 
@@ -97,13 +138,16 @@ class Engine:
         scaled: Mapping[str, Any] | None = None,
         *,
         target: ScaleTarget | None = None,
+        claims: ClaimObjects = NO_CLAIMS,
     ) -> Decision:
         """Refuse pods and workloads whose pods break an enforced rule, with every reason at
         once; warn of and audit the others. Exempted pods are not judged.
 
         An autoscaler is always admitted, with a warning when it can scale `scaled` (the
         workload it targets, as the cluster has it) beyond what its pools have now. A
-        caller that worked out the autoscaler's `target` to read `scaled` passes it on."""
+        caller that worked out the autoscaler's `target` to read `scaled` passes it on.
+        `claims` holds the objects of the pods' claims (see `claim_sources`); a
+        ResourceClaimTemplate or ResourceClaim created is judged against every pool."""
         if (refused := refusal(request)) is not None:
             return refused
         now = self.capacity(inventory)
@@ -115,33 +159,44 @@ class Engine:
         if request.is_ephemeral_containers_update:
             return self._validate_ephemeral_containers(request)
         if request.is_pod_update:
-            return self._validate_pod_update(request, now)
+            return self._validate_pod_update(request, now, claims)
         if request.is_pod_create:
-            return self._validate_pod_create(request, now)
+            return self._validate_pod_create(request, now, claims)
+        if claim_object_kind(request) is not None:
+            return judge_claim_object(self.policy, request, now)
         kind = self._workload_kind(request)
-        return allow() if kind is None else self._validate_workload(request, kind, now)
+        return allow() if kind is None else self._validate_workload(request, kind, now, claims)
 
-    def findings(self, pod: PodView, now: CapacityNow = STATIC) -> Findings:
+    def findings(
+        self, pod: PodView, now: CapacityNow = STATIC, claims: ClaimObjects = NO_CLAIMS
+    ) -> Findings:
         """What the rules find in the pod: its violations, each with the mode the policy
         gives its rule for the pod, and every rule's outcome."""
-        return self.rules.judge(RuleContext.of(self.policy, pod, now, self.placement))
+        resolved = pod_claims(self.policy, pod, claims)
+        return self.rules.judge(RuleContext.of(self.policy, pod, now, self.placement, resolved))
 
-    def rule_outcomes(self, pod: PodView, now: CapacityNow = STATIC) -> tuple[RuleOutcome, ...]:
+    def rule_outcomes(
+        self, pod: PodView, now: CapacityNow = STATIC, claims: ClaimObjects = NO_CLAIMS
+    ) -> tuple[RuleOutcome, ...]:
         """Every rule's outcome for the pod: pass, fail, warn, audit or skip."""
-        return self.findings(pod, now).outcomes
+        return self.findings(pod, now, claims).outcomes
 
-    def pod_violations(self, pod: PodView, now: CapacityNow = STATIC) -> list[Violation]:
+    def pod_violations(
+        self, pod: PodView, now: CapacityNow = STATIC, claims: ClaimObjects = NO_CLAIMS
+    ) -> list[Violation]:
         """The pod's violations, each with the mode the policy gives its rule for the pod."""
-        return list(self.findings(pod, now).violations)
+        return list(self.findings(pod, now, claims).violations)
 
-    def _validate_pod_create(self, request: AdmissionRequest, now: CapacityNow) -> Decision:
+    def _validate_pod_create(
+        self, request: AdmissionRequest, now: CapacityNow, claims: ClaimObjects
+    ) -> Decision:
         """The pod as created, with every rule's outcome (all skipped for an exempt pod)."""
         try:
             pod = read_pod(request.object, self.policy)
             exemption = self.policy.exemption_for(_namespace(request, pod), pod.labels)
             if exemption is not None:
                 return exempt(exemption.reason, self.rules.skipped)
-            found = self.findings(pod, now)
+            found = self.findings(pod, now, claims)
         except MalformedObject as error:
             return malformed(str(error))
         subject = f"gpu-admission denied pod {_name(request, pod)!r}"
@@ -161,7 +216,9 @@ class Engine:
             return malformed(str(error))
         return judge(violations, f"gpu-admission denied pod {_name(request, pod)!r}")
 
-    def _validate_pod_update(self, request: AdmissionRequest, now: CapacityNow) -> Decision:
+    def _validate_pod_update(
+        self, request: AdmissionRequest, now: CapacityNow, claims: ClaimObjects
+    ) -> Decision:
         """A pod whose scheduling fields change (tolerations, or nodeSelector and affinity
         of a gated pod) is judged as it will be; an update is refused only for what it
         breaks, not for what was already so (a pod admitted before its namespace opted in,
@@ -171,25 +228,27 @@ class Engine:
             exemption = self.policy.exemption_for(_namespace(request, pod), pod.labels)
             if exemption is not None:
                 return exempt(exemption.reason)
-            violations = self.pod_violations(pod, now)
+            violations = self.pod_violations(pod, now, claims)
         except MalformedObject as error:
             return malformed(str(error))
         if violations:
-            before = {(v.rule, v.message) for v in self._old_violations(request, now)}
+            before = {(v.rule, v.message) for v in self._old_violations(request, now, claims)}
             violations = [v for v in violations if (v.rule, v.message) not in before]
         return judge(violations, f"gpu-admission denied update of pod {_name(request, pod)!r}")
 
-    def _old_violations(self, request: AdmissionRequest, now: CapacityNow) -> list[Violation]:
+    def _old_violations(
+        self, request: AdmissionRequest, now: CapacityNow, claims: ClaimObjects
+    ) -> list[Violation]:
         try:
-            return self.pod_violations(read_pod(request.old_object, self.policy), now)
+            return self.pod_violations(read_pod(request.old_object, self.policy), now, claims)
         except MalformedObject:
             return []
 
     def created_pod_violations(
-        self, obj: dict[str, Any], now: CapacityNow = STATIC
+        self, obj: dict[str, Any], now: CapacityNow = STATIC, claims: ClaimObjects = NO_CLAIMS
     ) -> list[Violation]:
         """The violations of a pod as it will be admitted: after our mutation at its CREATE."""
-        return self.pod_violations(created_pod(self.policy, obj, now), now)
+        return self.pod_violations(created_pod(self.policy, obj, now, claims), now, claims)
 
     def _workload_kind(self, request: AdmissionRequest) -> TemplateKind | None:
         if request.operation not in ("CREATE", "UPDATE") or request.subresource:
@@ -200,7 +259,7 @@ class Engine:
         return None if kind is POD else kind
 
     def _validate_workload(
-        self, request: AdmissionRequest, kind: TemplateKind, now: CapacityNow
+        self, request: AdmissionRequest, kind: TemplateKind, now: CapacityNow, claims: ClaimObjects
     ) -> Decision:
         exempted: list[str] = []
 
@@ -210,7 +269,7 @@ class Engine:
             if exemption is not None:
                 exempted.append(exemption.reason)
                 return []
-            return self.created_pod_violations(obj, now)
+            return self.created_pod_violations(obj, now, claims)
 
         try:
             found = template_violations(request.object, request.old_object, kind, check)

@@ -12,6 +12,7 @@ checks, one rule or a few related ones each.
 
 from webhook.engine.rules import (
     capacity,
+    claims,
     node_name,
     placement,
     priority,
@@ -56,6 +57,10 @@ GPU model for a class pod."""
 
 FITS_A_NODE = Check(Step.CAPACITY, CLASS_PODS, capacity.check_capacity)
 """Whole GPUs against the largest node of the class's pools, MIG slices against theirs."""
+
+CLAIM_RULE_PODS = NO_CLASS_NO_GPU | CLASS_PODS
+"""The claims a pod names are judged once it has the class it needs: a GPU pod without one
+is told only that."""
 
 RULES = Registry(
     [
@@ -103,6 +108,15 @@ RULES = Registry(
             applies=CLASS_PODS,
             checks=(Check(Step.PRIORITY, EVERY_POD_BUT_UNKNOWN_CLASS, priority.check_priority),),
         ),
+        Rule(
+            claims.RULE,
+            applies=CLAIM_RULE_PODS,
+            checks=(
+                Check(Step.CONTAINERS, CLAIM_RULE_PODS, claims.check_claims),
+                Check(Step.CAPACITY, CLASS_PODS, claims.check_claim_capacity),
+            ),
+        ),
+        Rule(claims.SELECTORS, applies=CLAIM_RULE_PODS, checks=()),
     ]
 )
 """Every validation rule, in the order reports list them."""

@@ -194,7 +194,7 @@ def check_requests_gpu(context: RuleContext) -> list[Violation]:
     """A class pod runs on a GPU node at its class's priority: without a GPU it would
     hold a GPU node's place (and preempt for it) doing CPU work."""
     policy, workload = context.policy, context.known_class
-    if pod_requests_gpu(policy, context.pod):
+    if pod_requests_gpu(policy, context.pod) or context.claims.may_ask_gpus:
         return []
     return [
         Violation(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from webhook.engine.capacity_now import CapacityNow
 from webhook.engine.placement_index import PlacementIndex
 from webhook.engine.pod import PodView
+from webhook.engine.pod_claims import NONE, PodClaims
 from webhook.engine.resources import pod_requests_gpu
 from webhook.policy.compiled import Policy, WorkloadClass
 
@@ -22,7 +23,7 @@ class Standing(enum.Enum):
     """Where a pod stands with the policy's workload classes."""
 
     NO_CLASS_NO_GPU = "pods with no workload class label that request no GPU"
-    NO_CLASS_WITH_GPU = "pods with no workload class label that request GPUs"
+    NO_CLASS_WITH_GPU = "pods with no workload class label that request or claim GPUs"
     UNKNOWN_CLASS = "pods whose workload class label names no class"
     KNOWN_CLASS = "pods of a workload class of the policy"
 
@@ -51,10 +52,17 @@ class RuleContext:
     now: CapacityNow
     placement: PlacementIndex
     """The policy's kinds of node, indexed: which ones the pod can possibly reach."""
+    claims: PodClaims = NONE
+    """Its claims (Dynamic Resource Allocation), resolved."""
 
     @classmethod
     def of(
-        cls, policy: Policy, pod: PodView, now: CapacityNow, placement: PlacementIndex
+        cls,
+        policy: Policy,
+        pod: PodView,
+        now: CapacityNow,
+        placement: PlacementIndex,
+        claims: PodClaims = NONE,
     ) -> RuleContext:
         label = pod.labels.get(policy.workload_label)
         workload = policy.classes.get(label) if label is not None else None
@@ -62,11 +70,11 @@ class RuleContext:
             standing = Standing.KNOWN_CLASS
         elif label is not None:
             standing = Standing.UNKNOWN_CLASS
-        elif pod_requests_gpu(policy, pod):
+        elif pod_requests_gpu(policy, pod) or claims.asks_gpus:
             standing = Standing.NO_CLASS_WITH_GPU
         else:
             standing = Standing.NO_CLASS_NO_GPU
-        return cls(policy, pod, label, workload, standing, now, placement)
+        return cls(policy, pod, label, workload, standing, now, placement, claims)
 
     @property
     def known_class(self) -> WorkloadClass:

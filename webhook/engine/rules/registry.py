@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from webhook.engine.decision import ENFORCE, WARN, Outcome, RuleOutcome, Violation
+from webhook.engine.rules.claims import SELECTORS
 from webhook.engine.rules.context import RuleContext, Scope, Standing
 from webhook.errors import PolicyError
 from webhook.policy.compiled import Policy
@@ -148,8 +149,18 @@ class Registry:
 def with_modes(
     policy: Policy, label: str | None, violations: Iterable[Violation]
 ) -> tuple[Violation, ...]:
-    """`violations` of a pod whose class label is `label`, each with its rule's mode."""
-    return tuple(Violation(v.rule, v.message, policy.mode_of(v.rule, label)) for v in violations)
+    """`violations` of a pod whose class label is `label`, each with its rule's mode (at
+    most a warning for an advisory rule's)."""
+    return tuple(Violation(v.rule, v.message, _mode(policy, v.rule, label)) for v in violations)
+
+
+ADVISORY_RULES = frozenset({SELECTORS})
+"""Rules that say what the policy could not judge: never a reason to refuse."""
+
+
+def _mode(policy: Policy, rule: str, label: str | None) -> str:
+    mode = policy.mode_of(rule, label)
+    return WARN if mode == ENFORCE and rule in ADVISORY_RULES else mode
 
 
 def _failed(rule: str, violations: list[Violation]) -> RuleOutcome:

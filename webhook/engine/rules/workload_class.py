@@ -14,7 +14,8 @@ RULE = "workload-class"
 def check(context: RuleContext) -> list[Violation]:
     policy = context.policy
     if context.standing is Standing.NO_CLASS_WITH_GPU:
-        return [missing_class(policy, requested_resources(policy, context.pod))]
+        claimed = [claim.describe() for claim in context.claims.gpu_claims]
+        return [missing_class(policy, requested_resources(policy, context.pod) + claimed)]
     if context.standing is Standing.UNKNOWN_CLASS and context.label is not None:
         return [unknown_class(policy, context.label)]
     return []
@@ -23,7 +24,8 @@ def check(context: RuleContext) -> list[Violation]:
 def missing_class(policy: Policy, resources: list[str]) -> Violation:
     return Violation(
         RULE,
-        f"pod requests {shorten(', '.join(resources))} but has no label {policy.workload_label}; "
+        f"pod requests {shorten(', '.join(resources), 200)} but has no label "
+        f"{policy.workload_label}; "
         f"set it to one of: {', '.join(policy.classes)}",
     )
 

@@ -1,0 +1,178 @@
+"""A pod's claims resolved: which of them, and which of its containers, get GPUs through
+Dynamic Resource Allocation.
+
+The engine never reads the cluster: the caller reads the templates and claims a review
+names (``Engine.claim_sources``) and hands them in as ``ClaimObjects``. A claim whose
+object was not read is not guessed at: it is ``unknown``, with the reason, and the
+rules say so.
+
+kube-scheduler allocates every claim of a pod on the node it picks, whether or not a
+container uses it; a container gets the devices of the claims (or the one request of a
+claim) its ``resources.claims`` names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.engine.claims import CLAIM, TEMPLATE, ClaimAsks, ClaimSource, claim_asks
+from webhook.engine.pod import Container, PodView
+from webhook.errors import MalformedObject
+from webhook.policy.compiled import Policy
+
+NOT_FOUND = "does not exist"
+
+
+@dataclass(frozen=True)
+class ClaimObjects:
+    """The ResourceClaimTemplates and ResourceClaims a review names, as the cluster has
+    them (as JSON), in the review's namespace."""
+
+    found: Mapping[ClaimSource, Any] = field(default_factory=dict)
+    missing: frozenset[ClaimSource] = frozenset()
+    """Known not to exist (checked in the cluster, or among the files given)."""
+    unreadable: Mapping[ClaimSource, str] = field(default_factory=dict)
+    """Could not be read, with why."""
+    looked_up: bool = True
+    """False when nothing was looked up (a check of files without a cluster): a source
+    not found is then not known to be missing."""
+
+    def reason_unknown(self, source: ClaimSource) -> str:
+        """Why `source` is not among `found`."""
+        if source in self.unreadable:
+            return f"could not be read ({self.unreadable[source]})"
+        if source in self.missing:
+            return NOT_FOUND
+        if self.looked_up:
+            return f"was not read: a review reads at most {MAX_SOURCES} templates and claims"
+        return "was not given"
+
+
+NO_CLAIMS = ClaimObjects(looked_up=False)
+"""Nothing read."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodClaim:
+    """One of the pod's claims (`spec.resourceClaims`)."""
+
+    name: str
+    source: ClaimSource | None
+    asks: ClaimAsks | None
+    """What it asks for; None when not known (see `problem`) or it names no source."""
+    problem: str | None = None
+    """Why what it asks for is not known: its object does not exist, could not be read,
+    or is malformed."""
+
+    @property
+    def asks_gpus(self) -> bool:
+        return self.asks is not None and self.asks.asks_gpus
+
+    def describe(self) -> str:
+        named = f" ({self.source.describe()})" if self.source else ""
+        return f"claim {self.name!r}{named}"
+
+
+@dataclass(frozen=True)
+class PodClaims:
+    """The pod's claims, resolved."""
+
+    claims: tuple[PodClaim, ...] = ()
+
+    @property
+    def gpu_claims(self) -> tuple[PodClaim, ...]:
+        return tuple(claim for claim in self.claims if claim.asks_gpus)
+
+    @property
+    def unknown(self) -> tuple[PodClaim, ...]:
+        return tuple(claim for claim in self.claims if claim.problem is not None)
+
+    @property
+    def asks_gpus(self) -> bool:
+        return any(claim.asks_gpus for claim in self.claims)
+
+    @property
+    def may_ask_gpus(self) -> bool:
+        """Whether some claim asks for GPUs, or is not known and so may."""
+        return any(claim.asks_gpus or claim.problem is not None for claim in self.claims)
+
+    def of(self, name: str) -> PodClaim | None:
+        return next((claim for claim in self.claims if claim.name == name), None)
+
+    def gpu_claims_of(self, container: Container) -> list[tuple[PodClaim, str | None]]:
+        """The GPU claims `container` uses, each with the one request it uses (None:
+        all of them); a request that gives no GPU is left out."""
+        used = []
+        for reference in container.claims:
+            claim = self.of(reference.name)
+            if claim is None or claim.asks is None:
+                continue
+            requests = claim.asks.gpu_requests
+            if reference.request is not None:
+                requests = tuple(r for r in requests if r.name == reference.request)
+            if requests:
+                used.append((claim, reference.request))
+        return used
+
+    def may_give_gpus(self, container: Container) -> bool:
+        """Whether `container` uses a GPU claim, or a claim not known."""
+        if self.gpu_claims_of(container):
+            return True
+        return any(
+            claim is not None and claim.problem is not None
+            for claim in (self.of(reference.name) for reference in container.claims)
+        )
+
+
+NONE = PodClaims()
+
+
+def pod_claims(policy: Policy, pod: PodView, objects: ClaimObjects) -> PodClaims:
+    """The claims of `pod`, resolved from `objects`."""
+    if not pod.resource_claims:
+        return NONE
+    resolved = []
+    for name, source in pod.resource_claims.items():
+        if source is None:
+            resolved.append(PodClaim(name, None, None))
+            continue
+        obj = objects.found.get(source)
+        if obj is None:
+            resolved.append(PodClaim(name, source, None, objects.reason_unknown(source)))
+            continue
+        try:
+            asks = claim_asks(policy.dra, source, obj)
+        except MalformedObject as error:
+            resolved.append(PodClaim(name, source, None, f"cannot be read: {error}"))
+            continue
+        resolved.append(PodClaim(name, source, asks))
+    return PodClaims(tuple(resolved))
+
+
+def sources_named(pods: Iterable[Any]) -> tuple[ClaimSource, ...]:
+    """The templates and claims the pods (or pod templates) `pods` name in
+    ``spec.resourceClaims``, each once, sorted; a part of the wrong shape names nothing
+    (reading the pod says what is wrong with it)."""
+    found: set[ClaimSource] = set()
+    for pod in pods:
+        spec = pod.get("spec") if isinstance(pod, dict) else None
+        claims = spec.get("resourceClaims") if isinstance(spec, dict) else None
+        for claim in claims[:MAX_POD_CLAIMS] if isinstance(claims, list) else ():
+            if not isinstance(claim, dict):
+                continue
+            template, name = claim.get("resourceClaimTemplateName"), claim.get("resourceClaimName")
+            if isinstance(template, str) and template:
+                found.add(ClaimSource(TEMPLATE, template))
+            elif isinstance(name, str) and name:
+                found.add(ClaimSource(CLAIM, name))
+    return tuple(sorted(found))
+
+
+MAX_SOURCES = 64
+"""Most templates and claims read for one review (``Engine.claim_sources``)."""
+
+MAX_POD_CLAIMS = 32
+"""kube-apiserver refuses a pod with more claims; a review names at most this many per pod
+template, so a hostile object cannot have a thousand objects read."""

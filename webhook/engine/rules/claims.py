@@ -1,0 +1,289 @@
+"""Rules: GPUs claimed through Dynamic Resource Allocation, judged like GPU resources.
+
+What a pod's claims ask for (see webhook.engine.pod_claims) must be known, taken one
+way per container, and fit its class's pools: the pools must take GPUs through DRA,
+the whole GPUs the pod's claims ask for together must fit on one node, each MIG
+profile must be one the pools' devices offer, each GPU product one they have. A pool
+whose ResourceSlices the inventory knows is judged by its schedulable nodes' devices
+now, any other by the policy's figures and the MIG catalog, as for the device plugin.
+Selectors the policy cannot read are never guessed at: the ask is admitted with a
+warning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from webhook.engine.capacity_now import CapacityNow
+from webhook.engine.claims import Ask, DeviceRequest
+from webhook.engine.decision import REASONS_LIMIT, Violation, shorten
+from webhook.engine.dra_capacity import DraNow
+from webhook.engine.pod_claims import PodClaim, PodClaims
+from webhook.engine.rules.capacity import COUNT, MIG
+from webhook.engine.rules.context import RuleContext
+from webhook.engine.rules.placement import MODEL
+from webhook.policy.compiled import GPU_DEVICE, MIG_DEVICE, Policy, Pool
+
+RULE = "resource-claims"
+SELECTORS = "claim-selectors"
+"""Selectors not judged: at most a warning, whatever the policy's mode (see registry)."""
+
+
+def check_claims(context: RuleContext) -> list[Violation]:
+    """Claims not known, containers taking GPUs both ways, selectors not judged."""
+    claims = context.claims
+    if not claims.claims:
+        return []
+    pod = context.pod
+    violations = [
+        Violation(
+            RULE,
+            f"{claim.describe()} {shorten(claim.problem or '', 200)}; the policy cannot tell "
+            f"whether it claims GPUs: {_mend(claim)}",
+        )
+        for claim in claims.unknown
+    ]
+    for container in pod.all_containers():
+        used = claims.gpu_claims_of(container)
+        resources = [q.resource for q in container.gpu if q.value is None or q.value != 0]
+        if used and resources:
+            violations.append(
+                Violation(
+                    RULE,
+                    f"{container.describe} requests {', '.join(resources)} from the device "
+                    f"plugin and uses GPU {_claims_of(used)}; a container takes GPUs one way: "
+                    f"remove {', '.join(resources)} from its resources, or its claim from "
+                    f"resources.claims",
+                )
+            )
+    violations += _selectors(claims)
+    return violations[: REASONS_LIMIT * 2]
+
+
+def _selectors(claims: PodClaims) -> list[Violation]:
+    """A warning for each selector of a GPU ask the policy cannot read."""
+    return [
+        Violation(
+            SELECTORS,
+            f"{claim.describe()} request {ask.request!r} selects devices with "
+            f"{shorten(expression)!r}, which the policy does not judge",
+        )
+        for claim in claims.gpu_claims
+        for ask in _gpu_asks(claim)
+        for expression in ask.unjudged
+    ]
+
+
+def check_claim_capacity(context: RuleContext) -> list[Violation]:
+    """The GPU claims of a class pod against its class's pools."""
+    claims = context.claims
+    if not claims.asks_gpus:
+        return []
+    policy, workload = context.policy, context.known_class
+    model = workload.pinned_model(context.pod.labels.get(policy.gpu_model_label))
+    pools = policy.pools_for(workload, model)
+    dra_pools = [pool for pool in pools if pool.takes_dra_gpus]
+    named = _claims_of([(claim, None) for claim in claims.gpu_claims])
+    if not dra_pools:
+        return [
+            Violation(
+                RULE,
+                f"{workload.name} pod claims GPUs through Dynamic Resource Allocation "
+                f"({named}), but pool {' or '.join(p.name for p in pools)} gives pods GPUs "
+                f"through the device plugin only; request {policy.gpu_resource} in the "
+                f"container's resources instead",
+            )
+        ]
+    return _fitting(policy, dra_pools, claims, context.now.dra, model)
+
+
+def claim_violations(policy: Policy, claims: PodClaims, now: CapacityNow) -> list[Violation]:
+    """What no pool of the policy that takes claimed GPUs could ever give `claims` (a
+    template or claim judged on its own, for no class in particular), and the selectors
+    not judged."""
+    pools = [pool for pool in policy.pools.values() if pool.takes_dra_gpus]
+    if not pools:
+        names = " or ".join(policy.pools)
+        return [
+            Violation(
+                RULE,
+                f"{_claims_of([(c, None) for c in claims.gpu_claims])} claims GPUs through "
+                f"Dynamic Resource Allocation, but pool {names} gives pods GPUs through the "
+                f"device plugin only (gpusThrough); request {policy.gpu_resource} instead",
+            )
+        ]
+    found = _fitting(policy, pools, claims, now.dra, None)
+    found += [v for v in _selectors(claims)]
+    return found
+
+
+def _fitting(
+    policy: Policy, pools: list[Pool], claims: PodClaims, dra: DraNow, model: str | None
+) -> list[Violation]:
+    wanted = _wanted(claims)
+    violations = _products(policy, pools, wanted, model)
+    if violations:
+        return violations
+    problem = _whole_gpus(pools, dra, wanted, model)
+    if problem is not None:
+        violations.append(Violation(COUNT, problem))
+    for profile in sorted(wanted.mig):
+        problem = _mig(pools, dra, wanted, profile, model)
+        if problem is not None:
+            violations.append(Violation(MIG, problem))
+    return violations
+
+
+@dataclass
+class _Wanted:
+    """What a pod's GPU claims ask for together, on the one node that gets them all."""
+
+    gpus: int = 0
+    gpu_claims: list[str] = field(default_factory=list)
+    all_gpus: bool = False
+    mig: dict[str, int] = field(default_factory=dict)
+    mig_claims: dict[str, list[str]] = field(default_factory=dict)
+    products: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _wanted(claims: PodClaims) -> _Wanted:
+    wanted = _Wanted()
+    for claim in claims.gpu_claims:
+        for request in claim.asks.gpu_requests if claim.asks else ():
+            ask = _least(request)
+            if ask is None:
+                continue
+            where = f"{claim.describe()} request {request.name!r}"
+            if ask.product:
+                wanted.products.setdefault(ask.product, []).append(where)
+            if ask.kind == GPU_DEVICE:
+                wanted.gpu_claims.append(f"{where}: {ask.describe()}")
+                if ask.all_devices:
+                    wanted.all_gpus = True
+                else:
+                    wanted.gpus += ask.count
+            elif ask.kind == MIG_DEVICE and ask.profile:
+                wanted.mig[ask.profile] = wanted.mig.get(ask.profile, 0) + (
+                    0 if ask.all_devices else ask.count
+                )
+                wanted.mig_claims.setdefault(ask.profile, []).append(where)
+    return wanted
+
+
+def _least(request: DeviceRequest) -> Ask | None:
+    """The alternative of a request that asks least, the one judged: the scheduler takes
+    the first that can be had, so the request fits when its least does. None when an
+    alternative gives no GPU (the scheduler may take that one)."""
+    if not request.is_gpu:
+        return None
+    return min(request.alternatives, key=lambda ask: (ask.all_devices, ask.count))
+
+
+def _products(
+    policy: Policy, pools: list[Pool], wanted: _Wanted, model: str | None
+) -> list[Violation]:
+    violations = []
+    for product, where in wanted.products.items():
+        models = {pool.name: pool.model_of_product(product) for pool in pools}
+        if any(found is not None and model in (None, found) for found in models.values()):
+            continue
+        have = sorted({m.product or m.name for pool in pools for m in pool.models_for(model)})
+        violations.append(
+            Violation(
+                MODEL,
+                f"{where[0]} asks for GPU product {shorten(product)!r}, which pool "
+                f"{' or '.join(models)} does not have{_of_model(model)}; it has: "
+                f"{', '.join(have) or 'no known model'}",
+            )
+        )
+    return violations
+
+
+def _whole_gpus(pools: list[Pool], dra: DraNow, wanted: _Wanted, model: str | None) -> str | None:
+    if not wanted.gpu_claims:
+        return None
+    sizes: dict[str, tuple[int, str | None]] = {}
+    for pool in pools:
+        live = dra.pool(pool.name)
+        if live is not None and (model is None or model in live.models):
+            largest = live.largest_gpus(model)
+            sizes[pool.name] = (largest.count, largest.node) if largest else (0, None)
+        else:
+            sizes[pool.name] = (pool.gpus_per_node_of(model), None)
+    needed = max(wanted.gpus, 1)
+    if any(needed <= size for size, _ in sizes.values()):
+        return None
+    biggest = max(sizes, key=lambda name: sizes[name][0])
+    most, node = sizes[biggest]
+    on = f" now (node {node})" if node else ""
+    asked = "; ".join(wanted.gpu_claims[:REASONS_LIMIT])
+    if most == 0:
+        return (
+            f"pod claims {needed} GPU{'s' if needed > 1 else ''} ({asked}); no schedulable "
+            f"node of pool {' or '.join(sizes)}{_of_model(model)} publishes a GPU now"
+        )
+    return (
+        f"pod claims {needed} GPUs ({asked}); the largest node in pool {biggest}"
+        f"{_of_model(model)} has {most}{on}; claim at most {most} per pod"
+    )
+
+
+def _mig(
+    pools: list[Pool], dra: DraNow, wanted: _Wanted, profile: str, model: str | None
+) -> str | None:
+    amount = max(wanted.mig[profile], 1)
+    where = "; ".join(wanted.mig_claims[profile][:REASONS_LIMIT])
+    offered: set[str] = set()
+    most = 0
+    for pool in pools:
+        live = dra.pool(pool.name)
+        if live is not None and (model is None or model in live.models):
+            largest = live.largest_mig(profile, model)
+            count = largest.count if largest else 0
+            offered.update(live.mig_profiles(model))
+        else:
+            count = pool.mig_slices_per_node(profile, model)
+            if pool.mig_strategy == "mixed":
+                offered.update(p for m in pool.models_for(model) for p in m.mig_profiles)
+        if amount <= count:
+            return None
+        most = max(most, count)
+    names = " or ".join(pool.name for pool in pools)
+    if most == 0:
+        advice = f"offered: {', '.join(sorted(offered))}" if offered else "it offers no MIG devices"
+        return (
+            f"{where} asks for MIG profile {shorten(profile)}, which no node of pool {names}"
+            f"{_of_model(model)} offers; {advice}"
+        )
+    return (
+        f"pod claims {amount} MIG devices of profile {profile} ({where}); a node of pool "
+        f"{names} offers at most {most}"
+    )
+
+
+def _gpu_asks(claim: PodClaim) -> list[Ask]:
+    return [
+        ask
+        for request in (claim.asks.gpu_requests if claim.asks else ())
+        for ask in request.alternatives
+        if ask.is_gpu
+    ]
+
+
+def _claims_of(used: list[tuple[PodClaim, str | None]]) -> str:
+    described = [
+        claim.describe() + (f" request {request!r}" if request else "") for claim, request in used
+    ]
+    return ", ".join(described)
+
+
+def _mend(claim: PodClaim) -> str:
+    if claim.source is None:
+        return "name its resourceClaimTemplateName or resourceClaimName"
+    if claim.problem == "does not exist":
+        return f"create the {claim.source.kind} in the pod's namespace before the pod"
+    return "try again"
+
+
+def _of_model(model: str | None) -> str:
+    return f" with model {model}" if model else ""
