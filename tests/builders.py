@@ -159,3 +159,24 @@ def claim_objects(*objects: dict[str, Any]) -> ClaimObjects:
 def from_templates(**claims: str) -> list[dict[str, Any]]:
     """A pod's `spec.resourceClaims`: claim name -> its ResourceClaimTemplate."""
     return [{"name": name, "resourceClaimTemplateName": t} for name, t in claims.items()]
+
+
+def dra_engine() -> Engine:
+    """The default policy with inference on DRA and training on both."""
+    from webhook.policy.load import default_policy_text, load_policy_text
+
+    text = default_policy_text()
+    text = text.replace("gpusThrough: devicePlugin", "gpusThrough: dra", 1)
+    text = text.replace("gpusThrough: devicePlugin", "gpusThrough: both", 1)
+    return Engine(load_policy_text(text, "dra.yaml"))
+
+
+def claiming_pod(workload: str | None = "inference", **claims: str) -> dict[str, Any]:
+    """A pod whose one container uses its claims, each from the template named
+    (`gpu` from template one-gpu when none are given)."""
+    claims = claims or {"gpu": "one-gpu"}
+    return pod(
+        workload,
+        containers=[claiming_container("app", *claims)],
+        resourceClaims=from_templates(**claims),
+    )

@@ -14,9 +14,9 @@ from tests.builders import (
     claim_objects,
     claim_spec,
     claim_template,
-    claiming_container,
+    claiming_pod,
     container,
-    from_templates,
+    dra_engine,
     mutated,
     pod,
     pod_create,
@@ -29,14 +29,6 @@ from webhook.policy.load import default_policy_text, load_policy_text
 
 ONE_GPU = claim_objects(claim_template("one-gpu"))
 PROFILE = "device.attributes['gpu.nvidia.com'].profile == '{}'"
-
-
-def dra_engine() -> Engine:
-    """The default policy with inference on DRA and training on both."""
-    text = default_policy_text()
-    text = text.replace("gpusThrough: devicePlugin", "gpusThrough: dra", 1)
-    text = text.replace("gpusThrough: devicePlugin", "gpusThrough: both", 1)
-    return Engine(load_policy_text(text, "dra.yaml"))
 
 
 def mixed_engine() -> Engine:
@@ -54,16 +46,6 @@ def mixed_engine() -> Engine:
 @pytest.fixture(scope="module")
 def engine() -> Engine:
     return dra_engine()
-
-
-def dra_pod(workload: str | None = "inference", **claims: str) -> dict[str, Any]:
-    """A pod whose one container uses its claims (`gpu` from template one-gpu by default)."""
-    claims = claims or {"gpu": "one-gpu"}
-    return pod(
-        workload,
-        containers=[claiming_container("app", *claims)],
-        resourceClaims=from_templates(**claims),
-    )
 
 
 def gpus_of(obj: dict[str, Any]) -> list[str]:
@@ -90,7 +72,7 @@ class TestMutation:
     def test_a_pod_claiming_a_gpu_gets_its_class_but_no_device_plugin_gpu(
         self, engine: Engine
     ) -> None:
-        result = mutated(engine, dra_pod(), claims=ONE_GPU)
+        result = mutated(engine, claiming_pod(), claims=ONE_GPU)
 
         assert gpus_of(result) == []
         assert pool_values(result) == ["inference"]
@@ -100,7 +82,7 @@ class TestMutation:
     def test_the_container_using_the_claim_keeps_the_gpus_visible_a_sidecar_does_not(
         self, engine: Engine
     ) -> None:
-        obj = dra_pod()
+        obj = claiming_pod()
         obj["spec"]["containers"].append(container("sidecar"))
 
         app, sidecar = mutated(engine, obj, claims=ONE_GPU)["spec"]["containers"]
@@ -113,28 +95,28 @@ class TestMutation:
     ) -> None:
         unread = ClaimObjects(unreadable={ClaimSource(TEMPLATE, "one-gpu"): "timed out"})
 
-        assert gpus_of(mutated(engine, dra_pod(), claims=unread)) == []
+        assert gpus_of(mutated(engine, claiming_pod(), claims=unread)) == []
 
     def test_a_pod_claiming_only_a_nic_gets_the_default_gpu(self, engine: Engine) -> None:
         nic = claim_objects(claim_template("one-gpu", claim_spec("nic.example.com")))
 
-        assert gpus_of(mutated(engine, dra_pod(), claims=nic)) == ["nvidia.com/gpu"] * 2
+        assert gpus_of(mutated(engine, claiming_pod(), claims=nic)) == ["nvidia.com/gpu"] * 2
 
     def test_in_a_mixed_class_each_kind_of_pod_is_sent_to_its_kind_of_pool(self) -> None:
         engine = mixed_engine()
 
-        assert pool_values(mutated(engine, dra_pod(), claims=ONE_GPU)) == ["inference-dra"]
+        assert pool_values(mutated(engine, claiming_pod(), claims=ONE_GPU)) == ["inference-dra"]
         assert pool_values(mutated(engine, pod("inference"))) == ["inference"]
 
     def test_mutation_is_idempotent(self, engine: Engine) -> None:
-        once = mutated(engine, dra_pod(), claims=ONE_GPU)
+        once = mutated(engine, claiming_pod(), claims=ONE_GPU)
 
         assert engine.mutate(pod_create(once), claims=ONE_GPU).patch == ()
 
 
 class TestValidation:
     def test_a_pod_claiming_one_gpu_is_admitted(self, engine: Engine) -> None:
-        decision = admitted(engine, dra_pod(), claims=ONE_GPU)
+        decision = admitted(engine, claiming_pod(), claims=ONE_GPU)
 
         assert decision.allowed, decision.message
         assert decision.warnings == ()
@@ -142,7 +124,7 @@ class TestValidation:
     def test_a_gpu_claim_without_a_workload_class_is_refused_naming_the_claim(
         self, engine: Engine
     ) -> None:
-        decision = admitted(engine, dra_pod(None), claims=ONE_GPU)
+        decision = admitted(engine, claiming_pod(None), claims=ONE_GPU)
 
         assert not decision.allowed
         assert "claim 'gpu' (ResourceClaimTemplate 'one-gpu')" in decision.message
@@ -151,7 +133,7 @@ class TestValidation:
     def test_nine_gpus_are_refused_with_what_a_node_holds(self, engine: Engine) -> None:
         nine = claim_objects(claim_template("one-gpu", claim_spec(count=9)))
 
-        decision = admitted(engine, dra_pod("training"), claims=nine)
+        decision = admitted(engine, claiming_pod("training"), claims=nine)
 
         assert not decision.allowed
         assert {v.rule for v in decision.violations} == {"gpu-count"}
@@ -165,7 +147,7 @@ class TestValidation:
             claim_template("five", claim_spec(count=5)), claim_template("four", claim_spec(count=4))
         )
 
-        decision = admitted(engine, dra_pod("training", a="five", b="four"), claims=five)
+        decision = admitted(engine, claiming_pod("training", a="five", b="four"), claims=five)
 
         assert not decision.allowed and "pod claims 9 GPUs" in decision.message
 
@@ -174,7 +156,9 @@ class TestValidation:
     ) -> None:
         mig = claim_spec("mig.nvidia.com", selectors=[PROFILE.format("7g.80gb")])
 
-        decision = admitted(engine, dra_pod(), claims=claim_objects(claim_template("one-gpu", mig)))
+        decision = admitted(
+            engine, claiming_pod(), claims=claim_objects(claim_template("one-gpu", mig))
+        )
 
         assert not decision.allowed
         assert {v.rule for v in decision.violations} == {"mig-profile"}
@@ -183,7 +167,9 @@ class TestValidation:
     def test_an_offered_mig_profile_is_admitted(self, engine: Engine) -> None:
         mig = claim_spec("mig.nvidia.com", selectors=[PROFILE.format("1g.5gb")])
 
-        decision = admitted(engine, dra_pod(), claims=claim_objects(claim_template("one-gpu", mig)))
+        decision = admitted(
+            engine, claiming_pod(), claims=claim_objects(claim_template("one-gpu", mig))
+        )
 
         assert decision.allowed, decision.message
 
@@ -193,14 +179,14 @@ class TestValidation:
         h100 = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"
         objects = claim_objects(claim_template("one-gpu", claim_spec(selectors=[h100])))
 
-        decision = admitted(engine, dra_pod(), claims=objects)
+        decision = admitted(engine, claiming_pod(), claims=objects)
 
         assert not decision.allowed
         assert {v.rule for v in decision.violations} == {"gpu-model"}
         assert "which pool inference does not have; it has: A100-SXM4-40GB" in decision.message
 
     def test_a_container_taking_gpus_both_ways_is_refused(self, engine: Engine) -> None:
-        obj = dra_pod()
+        obj = claiming_pod()
         obj["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": "1"}
 
         decision = admitted(engine, obj, claims=ONE_GPU)
@@ -211,7 +197,7 @@ class TestValidation:
     def test_a_template_that_does_not_exist_is_refused_with_what_to_do(
         self, engine: Engine
     ) -> None:
-        decision = admitted(engine, dra_pod(), claims=ClaimObjects(missing=frozenset({ClaimSource(TEMPLATE, "one-gpu")})))  # fmt: skip
+        decision = admitted(engine, claiming_pod(), claims=ClaimObjects(missing=frozenset({ClaimSource(TEMPLATE, "one-gpu")})))  # fmt: skip
 
         assert not decision.allowed
         assert "claim 'gpu' (ResourceClaimTemplate 'one-gpu') does not exist" in decision.message
@@ -222,11 +208,22 @@ class TestValidation:
     ) -> None:
         unread = ClaimObjects(unreadable={ClaimSource(TEMPLATE, "one-gpu"): "timed out after 2s"})
 
-        decision = admitted(engine, dra_pod(), claims=unread)
+        decision = admitted(engine, claiming_pod(), claims=unread)
 
         assert not decision.allowed
         assert "could not be read (timed out after 2s)" in decision.message
         assert "try again" in decision.message
+
+    def test_without_a_cluster_to_read_claims_from_a_claiming_pod_is_admitted_with_a_warning(
+        self, engine: Engine
+    ) -> None:
+        decision = admitted(engine, claiming_pod())
+
+        assert decision.allowed, decision.message
+        assert decision.warnings == (
+            "gpu-admission: claims-not-judged: claim 'gpu' (ResourceClaimTemplate 'one-gpu') "
+            "not read, so not judged",
+        )
 
     def test_a_selector_the_policy_cannot_judge_is_admitted_with_a_warning(
         self, engine: Engine
@@ -234,15 +231,15 @@ class TestValidation:
         memory = "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0"
         objects = claim_objects(claim_template("one-gpu", claim_spec(selectors=[memory])))
 
-        decision = admitted(engine, dra_pod(), claims=objects)
+        decision = admitted(engine, claiming_pod(), claims=objects)
 
         assert decision.allowed, decision.message
-        assert [w.split(": ")[1] for w in decision.warnings] == ["claim-selectors"]
+        assert [w.split(": ")[1] for w in decision.warnings] == ["claims-not-judged"]
 
     def test_a_class_whose_pools_take_no_claimed_gpus_refuses_a_claiming_pod(self) -> None:
         engine = Engine(load_policy_text(default_policy_text(), "default.yaml"))
 
-        decision = admitted(engine, dra_pod(), claims=ONE_GPU)
+        decision = admitted(engine, claiming_pod(), claims=ONE_GPU)
 
         assert not decision.allowed
         assert "but pool inference gives pods GPUs through the device plugin only" in decision.message  # fmt: skip
@@ -259,7 +256,7 @@ class TestValidation:
         inventory = Inventory(nodes=(node,), resource_slices=slices)
         six = claim_objects(claim_template("one-gpu", claim_spec(count=6)))
 
-        decision = admitted(engine, dra_pod("training"), inventory, six)
+        decision = admitted(engine, claiming_pod("training"), inventory, six)
 
         assert not decision.allowed
         assert "the largest node in pool training has 4 now (node train-0)" in decision.message
@@ -267,7 +264,7 @@ class TestValidation:
     def test_a_deployment_whose_template_claims_too_many_gpus_is_refused(
         self, engine: Engine
     ) -> None:
-        template = dra_pod("training")
+        template = claiming_pod("training")
         deployment = {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
@@ -341,7 +338,7 @@ class TestClaimObjects:
 
 class TestClaimSources:
     def test_a_pod_names_each_template_and_claim_once(self, engine: Engine) -> None:
-        obj = dra_pod(a="t", b="t")
+        obj = claiming_pod(a="t", b="t")
         obj["spec"]["resourceClaims"].append({"name": "c", "resourceClaimName": "shared"})
 
         assert engine.claim_sources(pod_create(obj)) == (
@@ -352,12 +349,12 @@ class TestClaimSources:
     def test_pods_without_claims_and_other_objects_name_none(self, engine: Engine) -> None:
         assert engine.claim_sources(pod_create(pod("inference"))) == ()
         assert engine.claim_sources(pod_create({"spec": {"resourceClaims": "x"}})) == ()
-        assert engine.claim_sources(pod_create(dra_pod(), operation="DELETE")) == ()
+        assert engine.claim_sources(pod_create(claiming_pod(), operation="DELETE")) == ()
 
     def test_a_review_reads_a_bounded_number_of_sources(self, engine: Engine) -> None:
         def job(index: int) -> dict[str, Any]:
             claims = {f"c{k}": f"t{index}-{k}" for k in range(32)}
-            return {"name": f"j{index}", "template": {"spec": {"template": dra_pod(**claims)}}}
+            return {"name": f"j{index}", "template": {"spec": {"template": claiming_pod(**claims)}}}
 
         jobs = [job(index) for index in range(10)]
         jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js"}, "spec": {"replicatedJobs": jobs}}  # fmt: skip
@@ -366,6 +363,6 @@ class TestClaimSources:
         assert len(engine.claim_sources(request)) == MAX_SOURCES
 
     def test_a_pod_whose_sources_were_not_all_read_says_so(self, engine: Engine) -> None:
-        decision = admitted(engine, dra_pod(), claims=ClaimObjects())
+        decision = admitted(engine, claiming_pod(), claims=ClaimObjects())
 
         assert not decision.allowed and "was not read" in decision.message

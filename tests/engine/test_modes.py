@@ -64,7 +64,7 @@ CASES: dict[str, Judge] = {
     "mig-profile": lambda e: admitted(e, pod("training", containers=[container(limits={"nvidia.com/mig-1g.5gb": "1"})])),
     "priority-class": lambda e: admitted(e, pod("training", priorityClassName="inference-priority", priority=1000000)),
     "resource-claims": lambda e: admitted(e, CLAIMING, claims=MISSING),
-    "claim-selectors": lambda e: admitted(e, CLAIMING, claims=UNJUDGED),
+    "claims-not-judged": lambda e: admitted(e, CLAIMING, claims=UNJUDGED),
 }  # fmt: skip
 ENFORCEABLE = [rule for rule in RULES.names if rule not in ADVISORY_RULES]
 

@@ -111,7 +111,7 @@ class TestUnknownRuleNames:
         assert raised.value.reason == (
             "unknown rule 'gpu-cout'; rules: visible-devices, workload-class, non-gpu-placement, "
             "pool-placement, gpu-model, gpu-quantity, gpu-count, mig-profile, priority-class, "
-            "resource-claims, claim-selectors"
+            "resource-claims, claims-not-judged"
         )
 
     def test_a_class_naming_no_rule_is_refused_at_the_class(self) -> None:

@@ -431,14 +431,14 @@ class TestBodySize:
         assert response_of(reply) == {"uid": "u-1", "allowed": True}
 
 
-def crash(self: Engine, request: AdmissionRequest, *context: Any) -> Decision:
+def crash(self: Engine, request: AdmissionRequest, *context: Any, **named: Any) -> Decision:
     raise RuntimeError("rule crashed on purpose")
 
 
 class FailingEngine(Engine):
     """An engine whose every review raises, as a bug in a rule would."""
 
-    def validate(self, request: AdmissionRequest, *context: Any) -> Decision:
+    def validate(self, request: AdmissionRequest, *context: Any, **named: Any) -> Decision:
         raise RuntimeError("rule crashed on purpose")
 
     def mutate(self, request: AdmissionRequest, *context: Any) -> Decision:

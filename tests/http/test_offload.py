@@ -25,14 +25,14 @@ class FailingEngine(Engine):
     """An engine whose validation raises, as a bug in a rule would (in the worker too:
     the class is found there by its module's name)."""
 
-    def validate(self, request: AdmissionRequest, *context: Any) -> Decision:
+    def validate(self, request: AdmissionRequest, *context: Any, **named: Any) -> Decision:
         raise RuntimeError("rule crashed on purpose")
 
 
 class DyingEngine(Engine):
     """An engine that takes the whole worker process down, as the OOM killer would."""
 
-    def validate(self, request: AdmissionRequest, *context: Any) -> Decision:
+    def validate(self, request: AdmissionRequest, *context: Any, **named: Any) -> Decision:
         os._exit(9)
 
 

@@ -15,6 +15,7 @@ from tests.builders import pod, pod_create
 from webhook.engine import AdmissionRequest, Engine
 from webhook.engine.autoscalers import ScaleTarget
 from webhook.engine.inventory import UNKNOWN
+from webhook.engine.pod_claims import NO_CLAIMS
 from webhook.engine.templates import TemplateKind
 from webhook.http.judging import JUDGES
 from webhook.http.scaled_workloads import ScaledWorkloadReader, ScaledWorkloads
@@ -129,7 +130,7 @@ def test_the_target_is_worked_out_once_for_the_read_and_the_warning(engine: Engi
     request = hpa_create()
     scaled = asyncio.run(ScaledWorkloadReader(read, 2.0).scaled(counting, request))
     assert scaled is not None
-    decision = JUDGES["validate"](counting, request, UNKNOWN, scaled)
+    decision = JUDGES["validate"](counting, request, UNKNOWN, scaled, NO_CLAIMS)
 
     assert decision.allowed
     assert counting.looked == 1

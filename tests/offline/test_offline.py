@@ -179,7 +179,7 @@ class TestEvaluation:
             "visible-devices": "pass", "workload-class": "pass", "non-gpu-placement": "pass",
             "pool-placement": "skip", "gpu-model": "skip", "gpu-quantity": "skip",
             "gpu-count": "skip", "mig-profile": "skip", "priority-class": "skip",
-            "resource-claims": "pass", "claim-selectors": "pass",
+            "resource-claims": "pass", "claims-not-judged": "pass",
         }  # fmt: skip
 
     def test_an_unlabelled_gpu_pod_fails_for_its_missing_class_and_skips_the_rest(

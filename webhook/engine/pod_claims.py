@@ -47,11 +47,12 @@ class ClaimObjects:
             return NOT_FOUND
         if self.looked_up:
             return f"was not read: a review reads at most {MAX_SOURCES} templates and claims"
-        return "was not given"
+        return NOT_GIVEN
 
 
 NO_CLAIMS = ClaimObjects(looked_up=False)
 """Nothing read."""
+NOT_GIVEN = "was not given"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +70,11 @@ class PodClaim:
     @property
     def asks_gpus(self) -> bool:
         return self.asks is not None and self.asks.asks_gpus
+
+    @property
+    def not_looked_up(self) -> bool:
+        """Whether its object was not looked for (no cluster to read it from)."""
+        return self.problem == NOT_GIVEN
 
     def describe(self) -> str:
         named = f" ({self.source.describe()})" if self.source else ""

@@ -7,7 +7,9 @@ so that a 7 MB Deployment never holds up `/healthz` or the next pod. Either way 
 steps are those of ``webhook.http.judging``: ``decode``, the webhook's engine call in
 ``JUDGES``, then ``judged`` (or ``failed``). On the event loop, the workload an
 autoscaler under review targets is read between parsing and judging
-(``webhook.http.scaled_workloads``).
+(``webhook.http.scaled_workloads``), and the templates and claims the pods under review
+name (``webhook.http.claim_reader``); in the worker, a review naming them comes back
+unjudged with their names, and is judged again once they are read.
 
 A body over the cap is answered 413, one the service has no room for now 503 (see
 ``webhook.http.body``); a body that is not a review is logged and answered 400. An
@@ -26,7 +28,9 @@ from starlette.requests import ClientDisconnect, Request
 
 from webhook.engine import AdmissionRequest, Engine
 from webhook.engine.inventory import Inventory
+from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
 from webhook.http.body import BodyBudgetSpent, BodyLimits, BodyTooLarge, received_body
+from webhook.http.claim_reader import ClaimReader
 from webhook.http.judging import JUDGES, Judged, decode, encode, failed, judged
 from webhook.http.offload import ReviewWorker
 from webhook.http.scaled_workloads import ScaledWorkload, ScaledWorkloadReader
@@ -52,6 +56,8 @@ class ReviewAnswerer:
     worker: ReviewWorker | None = None
     scaled_workloads: ScaledWorkloadReader | None = None
     """Without it, autoscalers are judged without their workload."""
+    claims: ClaimReader | None = None
+    """Without it, the claims pods name are not read (and so not judged)."""
 
     async def answer(self, request: Request, webhook: str) -> Judged | None:
         """The reply to ``request`` and what to count of it; None if the client went away
@@ -86,7 +92,14 @@ class ReviewAnswerer:
     async def _judge_in_worker(
         self, worker: ReviewWorker, webhook: str, engine: Engine, body: bytearray
     ) -> Judged:
-        answered = await worker.judge(webhook, engine, self.cluster(), body)
+        inventory = self.cluster()
+        first = NO_CLAIMS if self.claims is None else None
+        answered = await worker.judge(webhook, engine, inventory, body, first)
+        if answered.claim_sources and self.claims is not None:
+            claims = await self.claims.read_all(
+                answered.namespace, answered.claim_sources, answered.uid or ""
+            )
+            answered = await worker.judge(webhook, engine, inventory, body, claims)
         if answered.failure is not None:
             log.error("engine failed", extra={"uid": answered.uid, "exception": answered.failure})
         return answered
@@ -98,7 +111,8 @@ class ReviewAnswerer:
         try:
             engine = self.engine()
             scaled = await self._scaled(webhook, engine, request)
-            decision = JUDGES[webhook](engine, request, self.cluster(), scaled)
+            claims = await self._claims(engine, request)
+            decision = JUDGES[webhook](engine, request, self.cluster(), scaled, claims)
         except Exception:
             log.exception("engine failed", extra={"uid": request.uid})
             return failed(request)
@@ -111,6 +125,11 @@ class ReviewAnswerer:
         if self.scaled_workloads is None or webhook != "validate":
             return None
         return await self.scaled_workloads.scaled(engine, request)
+
+    async def _claims(self, engine: Engine, request: AdmissionRequest) -> ClaimObjects:
+        if self.claims is None:
+            return NO_CLAIMS
+        return await self.claims.objects(engine, request)
 
 
 def _built(engine: Callable[[], Engine]) -> Engine | None:

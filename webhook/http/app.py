@@ -42,6 +42,7 @@ from webhook.engine import Engine
 from webhook.engine.inventory import UNKNOWN, Inventory
 from webhook.http.answering import ReviewAnswerer
 from webhook.http.body import BodyBudget, BodyLimits
+from webhook.http.claim_reader import ClaimReader, ReadClaim
 from webhook.http.counting import count
 from webhook.http.metrics import Metrics
 from webhook.http.offload import ReviewWorker
@@ -56,6 +57,7 @@ __all__ = [
     "INLINE_BODY_BYTES",
     "MAX_BODY_BYTES",
     "SCALED_WORKLOAD_SECONDS",
+    "ReadClaim",
     "Readiness",
     "ScaledWorkloads",
     "create_app",
@@ -65,6 +67,10 @@ MAX_BODY_BYTES = 7 * 1024 * 1024
 """kube-apiserver caps request bodies at 3 MiB, and defaulting can double an object on
 its way to us (the issue's 3 MiB Deployment of bare containers arrives as 6.9 MB); an
 UPDATE review holds object and oldObject. A body over this is answered 413."""
+
+CLAIM_SECONDS = 2.0
+"""Longest wait for the templates and claims of one review, well within the webhook's
+timeout: a pod whose claims cannot be read in time is refused, saying so."""
 
 INLINE_BODY_BYTES = 32 * 1024
 """Bodies up to this size are judged on the event loop (about 10 ms of engine time at
@@ -97,6 +103,7 @@ def create_app(
     scaled_workloads: ScaledWorkloads | None = None,
     worker: ReviewWorker | None = None,
     body_budget_bytes: int = BODY_BUDGET_BYTES,
+    claims: ReadClaim | None = None,
 ) -> FastAPI:
     """`engine` returns the engine to use for one review (it may change on policy reload).
 
@@ -105,7 +112,8 @@ def create_app(
     it, or until it has synced, the engine uses the policy's static figures);
     `scaled_workloads` reads the workload an autoscaler under review targets (without
     it, autoscalers are admitted without looking); `worker` judges bodies over
-    ``INLINE_BODY_BYTES`` (without it, every body is judged on the event loop).
+    ``INLINE_BODY_BYTES`` (without it, every body is judged on the event loop); `claims`
+    reads the templates and claims pods name (without it, they are not judged).
     """
     app = FastAPI(
         title="gpu-admission",
@@ -126,6 +134,7 @@ def create_app(
             if scaled_workloads is None
             else ScaledWorkloadReader(scaled_workloads, SCALED_WORKLOAD_SECONDS)
         ),
+        claims=None if claims is None else ClaimReader(claims, CLAIM_SECONDS),
     )
     app.state.metrics = counted
     app.state.body_budget = answerer.limits.budget

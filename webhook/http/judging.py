@@ -17,29 +17,42 @@ from typing import Any
 import orjson
 
 from webhook.engine import AdmissionRequest, Decision, Engine
+from webhook.engine.claims import ClaimSource
 from webhook.engine.inventory import Inventory
+from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
 from webhook.http.review import InvalidReview, complete, errored, read_request, request_uid
 from webhook.http.scaled_workloads import ScaledWorkload
 
-Judge = Callable[[Engine, AdmissionRequest, Inventory, ScaledWorkload | None], Decision]
-"""One webhook's call into the engine: engine, request, what the cluster has now and,
-for an autoscaler under review, its target and the workload it scales."""
+Judge = Callable[
+    [Engine, AdmissionRequest, Inventory, ScaledWorkload | None, ClaimObjects], Decision
+]
+"""One webhook's call into the engine: engine, request, what the cluster has now, for an
+autoscaler under review its target and the workload it scales, and the templates and
+claims the pods under review name."""
 
 INTERNAL_ERROR = "gpu-admission internal error; see its logs"
 
 
 def _mutate(
-    engine: Engine, request: AdmissionRequest, now: Inventory, scaled: ScaledWorkload | None
+    engine: Engine,
+    request: AdmissionRequest,
+    now: Inventory,
+    scaled: ScaledWorkload | None,
+    claims: ClaimObjects,
 ) -> Decision:
-    return engine.mutate(request, now)
+    return engine.mutate(request, now, claims)
 
 
 def _validate(
-    engine: Engine, request: AdmissionRequest, now: Inventory, scaled: ScaledWorkload | None
+    engine: Engine,
+    request: AdmissionRequest,
+    now: Inventory,
+    scaled: ScaledWorkload | None,
+    claims: ClaimObjects,
 ) -> Decision:
     if scaled is None:
-        return engine.validate(request, now)
-    return engine.validate(request, now, scaled.workload, target=scaled.target)
+        return engine.validate(request, now, claims=claims)
+    return engine.validate(request, now, scaled.workload, target=scaled.target, claims=claims)
 
 
 JUDGES: dict[str, Judge] = {"mutate": _mutate, "validate": _validate}
@@ -63,6 +76,8 @@ class Judged:
     """The traceback of an engine that failed, for the log."""
     reason: str = ""
     """Why a body is not a review (HTTP 400), for the log."""
+    claim_sources: tuple[ClaimSource, ...] = ()
+    """Not judged yet: the templates and claims to read first (``judge_body``)."""
 
 
 def encode(content: Any) -> bytes:
@@ -100,15 +115,35 @@ def failed(request: AdmissionRequest, failure: str | None = None) -> Judged:
 
 
 def judge_body(
-    webhook: str, engine: Engine, body: bytes | bytearray, inventory: Inventory
+    webhook: str,
+    engine: Engine,
+    body: bytes | bytearray,
+    inventory: Inventory,
+    claims: ClaimObjects | None = None,
 ) -> Judged:
     """Decode and judge in one go (the review worker's whole job). Autoscaler targets are
-    not read here: a large body is never a HorizontalPodAutoscaler worth warning about."""
+    not read here: a large body is never a HorizontalPodAutoscaler worth warning about.
+
+    With `claims` None, a review whose pods name templates or claims is not judged: the
+    ``Judged`` says which (``claim_sources``), for the caller to read them and judge the
+    body again with them."""
     request = decode(body)
     if isinstance(request, Judged):
         return request
     try:
-        decision = JUDGES[webhook](engine, request, inventory, None)
+        if claims is None:
+            sources = engine.claim_sources(request)
+            if sources:
+                return Judged(
+                    0,
+                    b"",
+                    request.uid,
+                    request.operation,
+                    request.namespace,
+                    request.name,
+                    claim_sources=sources,
+                )
+        decision = JUDGES[webhook](engine, request, inventory, None, claims or NO_CLAIMS)
     except Exception:
         return failed(request, traceback.format_exc())
     return judged(request, decision)

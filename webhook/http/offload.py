@@ -38,6 +38,7 @@ from typing import Any
 
 from webhook.engine import Engine
 from webhook.engine.inventory import Inventory
+from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
 from webhook.http.judging import Judged, encode, judge_body
 from webhook.http.memory import give_back, keep_large_blocks_mapped
 
@@ -58,10 +59,17 @@ class ReviewWorker:
         self._running().submit(_warm)
 
     async def judge(
-        self, webhook: str, engine: Engine, inventory: Inventory, body: bytes | bytearray
+        self,
+        webhook: str,
+        engine: Engine,
+        inventory: Inventory,
+        body: bytes | bytearray,
+        claims: ClaimObjects | None = NO_CLAIMS,
     ) -> Judged:
         """``body`` judged by ``webhook`` in the worker; HTTP 503 if the worker died while
-        judging it. A worker that died while idle is replaced for this review."""
+        judging it. A worker that died while idle is replaced for this review. With
+        `claims` None, a review naming templates or claims comes back not judged, saying
+        which to read (see ``judge_body``)."""
         for _ in range(2):
             executor = self._running()
             try:
@@ -71,6 +79,7 @@ class ReviewWorker:
                     self._pickle("engine", engine),
                     self._pickle("inventory", inventory),
                     body,
+                    claims,
                 )
             except BrokenProcessPool:
                 self._lost(executor)
@@ -133,14 +142,18 @@ def _warm() -> None:
 
 
 def _judge_pickled(
-    webhook: str, engine: bytes, inventory: bytes, body: bytes | bytearray
+    webhook: str,
+    engine: bytes,
+    inventory: bytes,
+    body: bytes | bytearray,
+    claims: ClaimObjects | None,
 ) -> Judged:
     current = _cached(engine)
     now = _cached(inventory)
     assert isinstance(current, Engine) and isinstance(now, Inventory)
     keep_large_blocks_mapped()  # cheap, and a restarted worker needs it too
     try:
-        return judge_body(webhook, current, body, now)
+        return judge_body(webhook, current, body, now, claims)
     finally:
         give_back()  # the review's object graph is gone: hand its pages back
 

@@ -47,6 +47,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from webhook.engine import Engine
 from webhook.engine.inventory import Inventory
 from webhook.http.app import create_app
+from webhook.http.claim_reader import ReadClaim
 from webhook.http.limits import CUT_REASONS, EdgeLimits, guarded_protocol
 from webhook.http.memory import keep_large_blocks_mapped, trim_periodically
 from webhook.http.metrics import Metrics
@@ -54,6 +55,7 @@ from webhook.http.metrics_app import create_metrics_app
 from webhook.http.offload import ReviewWorker
 from webhook.http.readiness import Readiness
 from webhook.http.scaled_workloads import ScaledWorkloads
+from webhook.kube.claims import fetch_claim_object
 from webhook.kube.client import api_client
 from webhook.kube.inventory import InventoryWatcher
 from webhook.kube.targets import fetch_scale_target
@@ -169,6 +171,7 @@ class _LiveInventory:
     watcher: InventoryWatcher
     scaled_workloads: ScaledWorkloads
     api: Any = None
+    claims: ReadClaim | None = None
 
     def current(self) -> Inventory:
         return self.watcher.current
@@ -195,7 +198,12 @@ def _live_inventory(
         watcher.status(), watcher.current, engine().policy
     )
     metrics.watch_inventory(watcher.sync_age_seconds)
-    return _LiveInventory(watcher, functools.partial(fetch_scale_target, api), api)
+    return _LiveInventory(
+        watcher,
+        functools.partial(fetch_scale_target, api),
+        api,
+        functools.partial(fetch_claim_object, api),
+    )
 
 
 def _periodic_audit(
@@ -242,6 +250,7 @@ def _admission_app(
         inventory=None if inventory is None else inventory.current,
         scaled_workloads=None if inventory is None else inventory.scaled_workloads,
         worker=worker,
+        claims=None if inventory is None else inventory.claims,
     )
 
 

@@ -116,7 +116,7 @@ RULES = Registry(
                 Check(Step.CAPACITY, CLASS_PODS, claims.check_claim_capacity),
             ),
         ),
-        Rule(claims.SELECTORS, applies=CLAIM_RULE_PODS, checks=()),
+        Rule(claims.NOT_JUDGED, applies=CLAIM_RULE_PODS, checks=()),
     ]
 )
 """Every validation rule, in the order reports list them."""

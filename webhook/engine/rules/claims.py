@@ -25,8 +25,9 @@ from webhook.engine.rules.placement import MODEL
 from webhook.policy.compiled import GPU_DEVICE, MIG_DEVICE, Policy, Pool
 
 RULE = "resource-claims"
-SELECTORS = "claim-selectors"
-"""Selectors not judged: at most a warning, whatever the policy's mode (see registry)."""
+NOT_JUDGED = "claims-not-judged"
+"""Selectors, and claims whose objects were not looked up (no cluster), not judged: at most
+a warning, whatever the policy's mode (see registry)."""
 
 
 def check_claims(context: RuleContext) -> list[Violation]:
@@ -37,6 +38,11 @@ def check_claims(context: RuleContext) -> list[Violation]:
     pod = context.pod
     violations = [
         Violation(
+            NOT_JUDGED,
+            f"{claim.describe()} not read, so not judged",
+        )
+        if claim.not_looked_up
+        else Violation(
             RULE,
             f"{claim.describe()} {shorten(claim.problem or '', 200)}; the policy cannot tell "
             f"whether it claims GPUs: {_mend(claim)}",
@@ -64,7 +70,7 @@ def _selectors(claims: PodClaims) -> list[Violation]:
     """A warning for each selector of a GPU ask the policy cannot read."""
     return [
         Violation(
-            SELECTORS,
+            NOT_JUDGED,
             f"{claim.describe()} request {ask.request!r} selects devices with "
             f"{shorten(expression)!r}, which the policy does not judge",
         )

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from webhook.engine.decision import ENFORCE, WARN, Outcome, RuleOutcome, Violation
-from webhook.engine.rules.claims import SELECTORS
+from webhook.engine.rules.claims import NOT_JUDGED
 from webhook.engine.rules.context import RuleContext, Scope, Standing
 from webhook.errors import PolicyError
 from webhook.policy.compiled import Policy
@@ -154,7 +154,7 @@ def with_modes(
     return tuple(Violation(v.rule, v.message, _mode(policy, v.rule, label)) for v in violations)
 
 
-ADVISORY_RULES = frozenset({SELECTORS})
+ADVISORY_RULES = frozenset({NOT_JUDGED})
 """Rules that say what the policy could not judge: never a reason to refuse."""
 
 

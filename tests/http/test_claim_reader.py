@@ -1,0 +1,157 @@
+"""The templates and claims pods under review name are read at the edge, each once and at
+once, within a bounded wait, and handed to the engine, on the event loop and in the
+review worker alike (webhook/http/claim_reader.py, answering.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import orjson
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.builders import (
+    claim_spec,
+    claim_template,
+    claiming_pod,
+    container,
+    dra_engine,
+    pod,
+)
+from tests.conftest import Review
+from webhook.engine import Engine
+from webhook.engine.claims import TEMPLATE, ClaimSource
+from webhook.http.app import INLINE_BODY_BYTES, create_app
+from webhook.http.claim_reader import ClaimReader, ReadClaim
+from webhook.http.offload import ReviewWorker
+from webhook.http.review import read_request
+
+TEMPLATES = {
+    "one-gpu": claim_template("one-gpu"),
+    "nine-gpus": claim_template("nine-gpus", claim_spec(count=9)),
+}
+
+
+class Cluster:
+    """The templates of namespace ml, and the reads asked of it."""
+
+    def __init__(self, delay: float = 0.0, error: Exception | None = None) -> None:
+        self.reads: list[tuple[str, ClaimSource]] = []
+        self.delay = delay
+        self.error = error
+        self.lock = threading.Lock()
+
+    def read(self, namespace: str, source: ClaimSource) -> Mapping[str, Any] | None:
+        with self.lock:
+            self.reads.append((namespace, source))
+        time.sleep(self.delay)
+        if self.error is not None:
+            raise self.error
+        return TEMPLATES.get(source.name) if namespace == "ml" else None
+
+
+@pytest.fixture(scope="module")
+def dra() -> Engine:
+    return dra_engine()
+
+
+def answer(engine: Engine, read: ReadClaim, body: bytes, endpoint: str = "/validate") -> Any:
+    reply = TestClient(create_app(lambda: engine, claims=read)).post(endpoint, content=body)
+    assert reply.status_code == 200, reply.text
+    return reply.json()["response"]
+
+
+def test_a_pod_without_claims_costs_no_read(dra: Engine, review: Review) -> None:
+    cluster = Cluster()
+
+    response = answer(dra, cluster.read, orjson.dumps(review(pod("inference", containers=[container(gpus=1)]))), "/mutate")  # fmt: skip
+
+    assert response["allowed"] and cluster.reads == []
+
+
+def test_the_template_a_pod_names_is_read_in_its_namespace_and_judged(
+    dra: Engine, review: Review
+) -> None:
+    cluster = Cluster()
+
+    response = answer(
+        dra, cluster.read, orjson.dumps(review(claiming_pod("training", gpu="nine-gpus")))
+    )
+
+    assert not response["allowed"]
+    assert "pod claims 9 GPUs" in response["status"]["message"]
+    assert cluster.reads == [("ml", ClaimSource(TEMPLATE, "nine-gpus"))]
+
+
+def test_the_mutation_reads_it_too_and_injects_no_device_plugin_gpu(
+    dra: Engine, review: Review
+) -> None:
+    cluster = Cluster()
+
+    response = answer(dra, cluster.read, orjson.dumps(review(claiming_pod())), "/mutate")
+
+    patch = orjson.loads(base64.b64decode(response["patch"]))
+    assert response["allowed"] and cluster.reads
+    assert "nvidia.com/gpu" not in orjson.dumps(patch).decode()
+
+
+def test_a_template_that_does_not_exist_is_refused_naming_it(dra: Engine, review: Review) -> None:
+    response = answer(dra, Cluster().read, orjson.dumps(review(claiming_pod(gpu="absent"))))
+
+    assert not response["allowed"]
+    assert "claim 'gpu' (ResourceClaimTemplate 'absent') does not exist" in response["status"]["message"]  # fmt: skip
+
+
+def test_a_read_that_fails_is_refused_with_its_reason(dra: Engine, review: Review) -> None:
+    failing = Cluster(error=RuntimeError("connection refused\ntraceback lines"))
+
+    response = answer(dra, failing.read, orjson.dumps(review(claiming_pod())))
+
+    assert not response["allowed"]
+    assert "could not be read (connection refused); the policy cannot tell" in response["status"]["message"]  # fmt: skip
+
+
+def test_a_slow_cluster_costs_the_bounded_wait_not_the_review(dra: Engine, review: Review) -> None:
+    slow = Cluster(delay=1.0)
+    reader = ClaimReader(slow.read, 0.1)
+    request = read_request(orjson.dumps(review(claiming_pod(a="one-gpu", b="nine-gpus"))))
+    started = time.perf_counter()
+
+    objects = asyncio.run(reader.objects(dra, request))
+
+    assert time.perf_counter() - started < 0.9
+    assert set(objects.unreadable.values()) == {"no answer from the cluster within 0.1 s"}
+    assert len(slow.reads) == 2  # both asked at once
+
+
+@pytest.fixture(scope="module")
+def worker() -> Iterator[ReviewWorker]:
+    started = ReviewWorker()
+    started.start()
+    yield started
+    started.stop()
+
+
+@pytest.mark.parametrize("endpoint", ["/mutate", "/validate"])
+def test_a_large_pod_is_judged_in_the_worker_with_its_claims_read(
+    dra: Engine, worker: ReviewWorker, review: Review, endpoint: str
+) -> None:
+    sent = claiming_pod("training", gpu="nine-gpus")
+    sent["metadata"]["annotations"] = {"padding": "x" * INLINE_BODY_BYTES}
+    body = orjson.dumps(review(sent, uid="large-claims"))
+    on_the_loop = TestClient(create_app(lambda: dra, claims=Cluster().read))
+    cluster = Cluster()
+    in_the_worker = TestClient(create_app(lambda: dra, worker=worker, claims=cluster.read))
+
+    expected = on_the_loop.post(endpoint, content=body).json()["response"]
+    answered = in_the_worker.post(endpoint, content=body).json()["response"]
+
+    assert answered == expected
+    assert cluster.reads == [("ml", ClaimSource(TEMPLATE, "nine-gpus"))]
+    if endpoint == "/validate":
+        assert "pod claims 9 GPUs" in answered["status"]["message"]

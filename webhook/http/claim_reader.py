@@ -1,0 +1,81 @@
+"""The templates and claims the pods under review name, read from the cluster.
+
+The engine says which it needs (``Engine.claim_sources``: none for a pod without claims,
+so ordinary pods cost nothing here); each is read by a blocking call in a worker thread,
+all at once, and the whole read is given up on after ``seconds``. What could not be
+read in time, or failed, is handed to the engine as unreadable with the reason, and
+the engine refuses the pod with it (webhooks fail closed): it never guesses what a
+claim asks for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi.concurrency import run_in_threadpool
+
+from webhook.engine import AdmissionRequest, Engine
+from webhook.engine.claims import ClaimSource
+from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
+
+log = logging.getLogger("gpu_admission.http")
+
+ReadClaim = Callable[[str, ClaimSource], Mapping[str, Any] | None]
+"""Reads one template or claim of a namespace (a blocking call); None when it does not exist."""
+
+
+@dataclass(frozen=True)
+class ClaimReader:
+    read: ReadClaim
+    seconds: float
+
+    async def objects(self, engine: Engine, request: AdmissionRequest) -> ClaimObjects:
+        """The objects of the claims the pods of `request` name; NO_CLAIMS when they
+        name none."""
+        sources = engine.claim_sources(request)
+        if not sources:
+            return NO_CLAIMS
+        return await self.read_all(request.namespace, sources, request.uid)
+
+    async def read_all(
+        self, namespace: str, sources: tuple[ClaimSource, ...], uid: str = ""
+    ) -> ClaimObjects:
+        """Each of `sources` in `namespace`, read at once, waiting at most ``seconds``."""
+        reads = {
+            source: asyncio.ensure_future(run_in_threadpool(self.read, namespace, source))
+            for source in sources
+        }
+        await asyncio.wait(reads.values(), timeout=self.seconds)
+        found: dict[ClaimSource, Any] = {}
+        missing: set[ClaimSource] = set()
+        unreadable: dict[ClaimSource, str] = {}
+        for source, read in reads.items():
+            if not read.done():
+                read.cancel()  # the thread runs on until its own timeout; its answer is dropped
+                unreadable[source] = f"no answer from the cluster within {self.seconds:g} s"
+            elif (error := read.exception()) is not None:
+                unreadable[source] = _reason(error)
+            elif read.result() is None:
+                missing.add(source)
+            else:
+                found[source] = read.result()
+        if unreadable:
+            log.warning(
+                "cannot read the claims a pod names",
+                extra={
+                    "uid": uid,
+                    "namespace": namespace,
+                    "reasons": {source.describe(): why for source, why in unreadable.items()},
+                },
+            )
+        return ClaimObjects(found=found, missing=frozenset(missing), unreadable=unreadable)
+
+
+def _reason(error: BaseException) -> str:
+    """The first line of what went wrong, short enough for a denial."""
+    lines = str(error).strip().splitlines()
+    return lines[0][:200] if lines else type(error).__name__
