@@ -184,7 +184,7 @@ def test_failure_policy_is_explicit_and_timeout_small(rendered: Any) -> None:
 def test_workloads_have_a_validating_webhook_of_their_own_at_create_and_update(
     rendered: Any,
 ) -> None:
-    pods, _, _, workloads, _, _ = rendered[1]["webhooks"]
+    pods, _, _, workloads, _, _, _ = rendered[1]["webhooks"]
     assert (pods["name"], workloads["name"]) == (
         "validate.gpu-admission.io",
         "validate-workloads.gpu-admission.io",
@@ -230,7 +230,7 @@ def test_a_policy_without_workload_kinds_still_covers_the_built_in_controllers()
 def test_autoscalers_have_a_validating_webhook_that_only_warns_and_fails_open(
     rendered: Any,
 ) -> None:
-    pods, _, _, _, autoscalers, _ = rendered[1]["webhooks"]
+    pods, _, _, _, autoscalers, _, _ = rendered[1]["webhooks"]
     assert autoscalers["name"] == "warn-autoscalers.gpu-admission.io"
     assert autoscalers["clientConfig"]["url"] == "https://127.0.0.1:9443/validate"
     assert autoscalers["rules"] == [
@@ -269,8 +269,27 @@ def test_every_webhook_that_guards_pods_fails_closed_the_others_open(rendered: A
         "validate-updates.gpu-admission.io": "Fail",
         "validate-workloads.gpu-admission.io": "Fail",
         "warn-autoscalers.gpu-admission.io": "Ignore",
+        "validate-claims.gpu-admission.io": "Fail",
         "validate-policy.gpu-admission.io": "Ignore",
     }
+
+
+def test_gpu_claims_have_a_validating_webhook_at_their_create_only(rendered: Any) -> None:
+    pods, *_, claims, _ = rendered[1]["webhooks"]
+
+    assert claims["name"] == "validate-claims.gpu-admission.io"
+    assert claims["rules"] == [
+        {
+            "operations": ["CREATE"],
+            "apiGroups": ["resource.k8s.io"],
+            "apiVersions": ["v1"],
+            "resources": ["resourceclaimtemplates", "resourceclaims"],
+            "scope": "Namespaced",
+        }
+    ]
+    assert claims["namespaceSelector"] == pods["namespaceSelector"]
+    [condition] = claims["matchConditions"]
+    assert "'gpu.nvidia.com', 'mig.nvidia.com'" in condition["expression"]
 
 
 class TestThePolicyConfigMapWebhook:

@@ -58,6 +58,7 @@ UNCLASSED_VALIDATING_WEBHOOK = "validate-unclassed.gpu-admission.io"
 POD_UPDATE_WEBHOOK = "validate-updates.gpu-admission.io"
 WORKLOAD_WEBHOOK = "validate-workloads.gpu-admission.io"
 AUTOSCALER_WEBHOOK = "warn-autoscalers.gpu-admission.io"
+CLAIM_WEBHOOK = "validate-claims.gpu-admission.io"
 POLICY_WEBHOOK = "validate-policy.gpu-admission.io"
 POLICY_PATH = "/validate-policy"
 ALWAYS_EXEMPT_NAMESPACES = ("kube-system", "kube-node-lease")
@@ -145,13 +146,16 @@ def gpu_relevance_condition(policy: Policy, root: str = "object", *, labelled: b
     # at a pod's CREATE: every pod has a node once scheduled, and its later updates
     # (a debug container, a label) must not all need the service. A template is
     # judged at its workload's CREATE and UPDATE alike, so there it always counts.
+    # What a claim asks for is only known from its template or claim: a pod naming any
+    # claim is the service's to read.
+    claims_check = f"(has({spec}.resourceClaims) && size({spec}.resourceClaims) > 0)"
     bound = f"(has({spec}.nodeName) && {spec}.nodeName != '')"
     bound_check = f"(request.operation == 'CREATE' && {bound})" if root == "object" else bound
     # Only the policy's classes may run at their PriorityClasses, labelled or not.
     classes = ", ".join(f"'{name}'" for name in sorted(policy.governed_priority_classes))
     priority_check = f"(has({spec}.priorityClassName) && {spec}.priorityClassName in [{classes}])"
     spec_checks = " || ".join(
-        [resource_checks, toleration_check, env_checks, bound_check, priority_check]
+        [resource_checks, toleration_check, env_checks, bound_check, priority_check, claims_check]
     )
     relevant = f"(has({spec}) && ({spec_checks}))"
     return f"{label_check} || {relevant}" if labelled else relevant
@@ -271,6 +275,41 @@ def autoscaler_rules() -> list[dict[str, Any]]:
         }
         for group, versions, resource in AUTOSCALER_RULES
     ]
+
+
+def claim_rules() -> list[dict[str, Any]]:
+    """CREATE of ResourceClaimTemplates and ResourceClaims (their specs are immutable)."""
+    return [
+        {
+            "operations": ["CREATE"],
+            "apiGroups": ["resource.k8s.io"],
+            "apiVersions": ["v1"],
+            "resources": ["resourceclaimtemplates", "resourceclaims"],
+            "scope": "Namespaced",
+        }
+    ]
+
+
+def claim_relevance_condition(policy: Policy) -> str:
+    """CEL: true for a template or claim with a request of one of the policy's GPU or MIG
+    DeviceClasses: claims of other devices never reach the service."""
+    classes = ", ".join(f"'{name}'" for name in sorted(policy.dra.device_classes))
+    asks = (
+        f"(has(r.exactly) && r.exactly.deviceClassName in [{classes}]) || "
+        f"(has(r.firstAvailable) && r.firstAvailable.exists(s, s.deviceClassName in [{classes}]))"
+    )
+
+    def requested(spec: str) -> str:
+        return (
+            f"has({spec}.devices) && has({spec}.devices.requests) && "
+            f"{spec}.devices.requests.exists(r, {asks})"
+        )
+
+    template = f"has(object.spec.spec) && {requested('object.spec.spec')}"
+    return (
+        f"request.resource.resource == 'resourceclaimtemplates' ? ({template}) : "
+        f"({requested('object.spec')})"
+    )
 
 
 def workload_relevance_condition(policy: Policy) -> str:
@@ -407,6 +446,12 @@ def render_webhook_configurations(
     # What an autoscaler scales is only known from the cluster: no condition.
     autoscaler_hook = hook(AUTOSCALER_WEBHOOK, "/validate", autoscaler_rules())
     autoscaler_hook["failurePolicy"] = AUTOSCALER_FAILURE_POLICY
+    claim_hook = hook(
+        CLAIM_WEBHOOK,
+        "/validate",
+        claim_rules(),
+        (("gpu-claim", claim_relevance_condition(policy)),),
+    )
     metadata = {"name": name, "labels": dict(APP_LABELS)}
     return (
         {
@@ -425,6 +470,7 @@ def render_webhook_configurations(
                 unclassed_pods_hook,
                 workload_hook,
                 autoscaler_hook,
+                claim_hook,
                 policy_webhook(endpoint, own_namespace or NAMESPACE, timeout_seconds),
             ],
         },
