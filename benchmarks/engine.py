@@ -39,8 +39,18 @@ import orjson
 
 from webhook.engine import AdmissionRequest, Decision, Engine
 from webhook.engine.capacity_now import capacity_now
-from webhook.engine.inventory import UNKNOWN, Inventory, NodeFacts, PriorityClassFacts
-from webhook.policy.load import load_default_policy
+from webhook.engine.claims import TEMPLATE, ClaimSource
+from webhook.engine.inventory import (
+    UNKNOWN,
+    DeviceFacts,
+    Inventory,
+    NodeFacts,
+    PriorityClassFacts,
+    ResourceSliceFacts,
+)
+from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
+from webhook.policy import Policy, load_policy_text
+from webhook.policy.load import default_policy_text, load_default_policy
 
 TARGET_REVIEWS_PER_SECOND = 20_000
 TARGET_P99_US = 200.0
@@ -186,6 +196,51 @@ def cpu_pod() -> Pod:
     return pod
 
 
+DRA_TEMPLATE = "one-a100"
+DRA_DRIVER = "gpu.nvidia.com"
+A100_40GB = "NVIDIA A100-SXM4-40GB"
+
+
+def dra_pod() -> Pod:
+    """An inference pod claiming one A100 through a ResourceClaimTemplate (DRA)."""
+    app = _container("app", "registry.example/llm-server:2.1", {"claims": [{"name": "gpu"}]})
+    return _pod(
+        "llm-dra-7d9f",
+        {WORKLOAD: "inference", "app": "llm-dra"},
+        {
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": DRA_TEMPLATE}],
+            "containers": [app],
+        },
+    )
+
+
+def dra_claims() -> ClaimObjects:
+    """The template the DRA pod names, as the edge reads it from the cluster: one GPU of
+    NVIDIA's class, of one product (a CEL selector the engine reads)."""
+    selector = f"device.attributes['{DRA_DRIVER}'].productName == '{A100_40GB}'"
+    request = {
+        "name": "gpu",
+        "exactly": {
+            "deviceClassName": "gpu.nvidia.com",
+            "selectors": [{"cel": {"expression": selector}}],
+        },
+    }
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": DRA_TEMPLATE, "namespace": "ml"},
+        "spec": {"spec": {"devices": {"requests": [request]}}},
+    }
+    return ClaimObjects(found={ClaimSource(TEMPLATE, DRA_TEMPLATE): template})
+
+
+def bench_policy() -> Policy:
+    """The default policy with the inference pool moving to DRA (gpusThrough: both), so
+    device-plugin and DRA pods are judged by one policy, as during a migration."""
+    text = default_policy_text().replace("gpusThrough: devicePlugin", "gpusThrough: both", 1)
+    return load_policy_text(text, "bench.yaml")
+
+
 def already_mutated_pod(engine: Engine) -> Pod:
     """The training pod after mutation (reinvocation): mutation yields an empty patch."""
     pod = training_pod()
@@ -260,21 +315,24 @@ class Case:
     validate_body: bytes
     expect_allowed: bool
     expect_patch: bool
+    claims: ClaimObjects = NO_CLAIMS
+    """The templates and claims its pod names, as the edge hands them over."""
 
 
 def cases(engine: Engine) -> list[Case]:
     pods = {
-        "inference (label + GPU limit)": (inference_pod(), True, True),
-        "training job (8 GPUs + sidecar)": (training_pod(), True, True),
-        "MIG inference": (mig_pod(), True, True),
-        "denied": (denied_pod(), False, True),
-        "CPU pod, no labels": (cpu_pod(), True, False),
-        "already mutated": (already_mutated_pod(engine), True, False),
+        "inference (label + GPU limit)": (inference_pod(), True, True, NO_CLAIMS),
+        "training job (8 GPUs + sidecar)": (training_pod(), True, True, NO_CLAIMS),
+        "MIG inference": (mig_pod(), True, True, NO_CLAIMS),
+        "DRA inference (ResourceClaimTemplate)": (dra_pod(), True, True, dra_claims()),
+        "denied": (denied_pod(), False, True, NO_CLAIMS),
+        "CPU pod, no labels": (cpu_pod(), True, False, NO_CLAIMS),
+        "already mutated": (already_mutated_pod(engine), True, False, NO_CLAIMS),
     }
     result = []
-    for name, (pod, allowed, patched) in pods.items():
+    for name, (pod, allowed, patched, claims) in pods.items():
         mutate = _request(pod)
-        validate = _request(_apply(copy.deepcopy(pod), engine.mutate(mutate)))
+        validate = _request(_apply(copy.deepcopy(pod), engine.mutate(mutate, UNKNOWN, claims)))
         result.append(
             Case(
                 name,
@@ -284,6 +342,7 @@ def cases(engine: Engine) -> list[Case]:
                 _review_body(validate),
                 allowed,
                 patched,
+                claims,
             )
         )
     return result
@@ -291,12 +350,14 @@ def cases(engine: Engine) -> list[Case]:
 
 def check(engine: Engine, case: Case, inventory: Inventory = UNKNOWN) -> None:
     """The benchmark measures what it says: each pod gets the decision its kind implies."""
-    mutation = engine.mutate(case.mutate, inventory)
-    validation = engine.validate(case.validate, inventory)
+    mutation = engine.mutate(case.mutate, inventory, case.claims)
+    validation = engine.validate(case.validate, inventory, claims=case.claims)
     assert mutation.allowed, (case.name, mutation.message)
     assert bool(mutation.patch) == case.expect_patch, (case.name, mutation.patch)
     assert validation.allowed == case.expect_allowed, (case.name, validation.message)
-    assert engine.mutate(case.validate).patch == (), (case.name, "mutation is not idempotent")
+    assert validation.warnings == () or not case.expect_allowed, (case.name, validation.warnings)
+    again = engine.mutate(case.validate, UNKNOWN, case.claims)
+    assert again.patch == (), (case.name, "mutation is not idempotent")
 
 
 # ------------------------------------------------------------------ measuring
@@ -309,21 +370,31 @@ def measure_engine(
     every review is handed `inventory`, as the service hands it the live one."""
     samples: dict[str, list[int]] = {c.name: [] for c in all_cases}
     mutate, validate, clock = engine.mutate, engine.validate, time.perf_counter_ns
-    plan = [(samples[c.name].append, c.mutate, c.validate) for c in all_cases]
+    plan = [(samples[c.name].append, c.mutate, c.validate, c.claims) for c in all_cases]
     for _ in range(rounds):
-        for record, first, second in plan:
+        for record, first, second, claims in plan:
             start = clock()
-            mutate(first, inventory)
-            validate(second, inventory)
+            mutate(first, inventory, claims)
+            validate(second, inventory, claims=claims)
             record(clock() - start)
     return samples
 
 
 def live_inventory(nodes: int) -> Inventory:
     """A cluster of `nodes` GPU nodes, a third inference (MIG mixed) and the rest training,
-    as the informer hands it over; every node at least as large as the policy says."""
+    as the informer hands it over; every node at least as large as the policy says. Every
+    other inference node gives its GPUs through DRA: eight A100s in a ResourceSlice."""
     facts = []
+    slices = []
+    a100 = {"type": "gpu", "productName": A100_40GB}
+    devices = tuple(DeviceFacts(f"gpu-{i}", a100) for i in range(8))
     for index in range(nodes):
+        if index % 6 == 0:
+            name = f"gpu-node-{index:05d}"
+            labels = {"gpu-pool": "inference", "nvidia-gpu-model": "A100"}
+            facts.append(NodeFacts(name, labels, True, {}))
+            slices.append(ResourceSliceFacts(name, DRA_DRIVER, name, 1, 1, name, devices))
+            continue
         if index % 3 == 0:
             labels = {"gpu-pool": "inference", "nvidia-gpu-model": "A100"}
             allocatable = {"nvidia.com/gpu": Decimal(8), "nvidia.com/mig-1g.5gb": Decimal(56)}
@@ -338,7 +409,7 @@ def live_inventory(nodes: int) -> Inventory:
         )
         for c in load_default_policy().classes.values()
     }
-    return Inventory(nodes=tuple(facts), priority_classes=classes)
+    return Inventory(nodes=tuple(facts), priority_classes=classes, resource_slices=tuple(slices))
 
 
 def measure_capacity_now(engine: Engine, inventory: Inventory, rounds: int) -> list[int]:
@@ -524,7 +595,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"Python {platform.python_version()} ({platform.python_implementation()})\n")
         growth(args.growth_rounds, args.growth_warmup)
         return
-    engine = Engine(load_default_policy())
+    engine = Engine(bench_policy())
     all_cases = cases(engine)
     for case in all_cases:
         check(engine, case)

@@ -109,10 +109,12 @@ class ClaimAsks:
 
     source: ClaimSource
     requests: tuple[DeviceRequest, ...]
+    gpu_requests: tuple[DeviceRequest, ...] = ()
+    """Those of `requests` that may give GPUs (worked out once: the rules ask often)."""
 
-    @property
-    def gpu_requests(self) -> tuple[DeviceRequest, ...]:
-        return tuple(r for r in self.requests if r.may_be_gpu)
+    @classmethod
+    def of(cls, source: ClaimSource, requests: tuple[DeviceRequest, ...]) -> ClaimAsks:
+        return cls(source, requests, tuple(r for r in requests if r.may_be_gpu))
 
     @property
     def asks_gpus(self) -> bool:
@@ -135,7 +137,7 @@ def claim_asks(settings: DraSettings, source: ClaimSource, obj: Any) -> ClaimAsk
         _request(settings, raw, f"{where}.requests[{index}]")
         for index, raw in enumerate(requests[:MAX_REQUESTS])
     )
-    return ClaimAsks(source, parsed)
+    return ClaimAsks.of(source, parsed)
 
 
 def _request(settings: DraSettings, raw: Any, where: str) -> DeviceRequest:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from webhook.engine.inventory import DeviceFacts, Inventory, NodeFacts, ResourceSliceFacts
 from webhook.engine.resource_slices import DriverPool, current_slices
@@ -90,14 +91,35 @@ class DraPoolNow:
     def largest_gpus(self, model: str | None = None) -> NodeCount | None:
         """The node with the most whole GPUs (of `model`), the first by name on a tie;
         None when no node has one."""
-        return _largest((node.gpu_count(model), node.name) for node in self.nodes)
+        return self._gpu_leaders.get(model)
 
     def total_gpus(self, model: str | None = None) -> int:
         return sum(node.gpu_count(model) for node in self.nodes)
 
     def largest_mig(self, profile: str, model: str | None = None) -> NodeCount | None:
         """The node with the most MIG devices of `profile` (on GPUs of `model`)."""
-        return _largest((node.mig_count(profile, model), node.name) for node in self.nodes)
+        return self._mig_leaders.get((profile, model))
+
+    @cached_property
+    def _gpu_leaders(self) -> dict[str | None, NodeCount]:
+        """Per model (None: any), the node `largest_gpus` names: worked out once per
+        inventory, not per review over every node of the pool."""
+        counts: dict[str | None, list[tuple[int, str]]] = {}
+        for node in self.nodes:
+            for model in (None, *node.models):
+                counts.setdefault(model, []).append((node.gpu_count(model), node.name))
+        return {m: leader for m, found in counts.items() if (leader := _largest(found))}
+
+    @cached_property
+    def _mig_leaders(self) -> dict[tuple[str, str | None], NodeCount]:
+        """Per (profile, model or None), the node `largest_mig` names."""
+        counts: dict[tuple[str, str | None], list[tuple[int, str]]] = {}
+        for node in self.nodes:
+            for profile in node.mig_profiles():
+                for model in (None, *node.models):
+                    count = node.mig_count(profile, model)
+                    counts.setdefault((profile, model), []).append((count, node.name))
+        return {key: leader for key, found in counts.items() if (leader := _largest(found))}
 
     def mig_profiles(self, model: str | None = None) -> list[str]:
         """The MIG profiles some node offers (on GPUs of `model`), sorted."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from webhook.engine.claims import CLAIM, TEMPLATE, ClaimAsks, ClaimSource, claim_asks
@@ -87,19 +88,19 @@ class PodClaims:
 
     claims: tuple[PodClaim, ...] = ()
 
-    @property
+    @cached_property
     def gpu_claims(self) -> tuple[PodClaim, ...]:
         return tuple(claim for claim in self.claims if claim.asks_gpus)
 
-    @property
+    @cached_property
     def unknown(self) -> tuple[PodClaim, ...]:
         return tuple(claim for claim in self.claims if claim.problem is not None)
 
     @property
     def asks_gpus(self) -> bool:
-        return any(claim.asks_gpus for claim in self.claims)
+        return bool(self.gpu_claims)
 
-    @property
+    @cached_property
     def may_ask_gpus(self) -> bool:
         """Whether some claim asks for GPUs, or is not known and so may."""
         return any(claim.asks_gpus or claim.problem is not None for claim in self.claims)
