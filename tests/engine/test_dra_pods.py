@@ -100,7 +100,7 @@ class TestMutation:
     def test_a_pod_claiming_only_a_nic_gets_the_default_gpu(self, engine: Engine) -> None:
         nic = claim_objects(claim_template("one-gpu", claim_spec("nic.example.com")))
 
-        assert gpus_of(mutated(engine, claiming_pod(), claims=nic)) == ["nvidia.com/gpu"] * 2
+        assert gpus_of(mutated(engine, claiming_pod("training"), claims=nic)) == ["nvidia.com/gpu"] * 2
 
     def test_in_a_mixed_class_each_kind_of_pod_is_sent_to_its_kind_of_pool(self) -> None:
         engine = mixed_engine()
@@ -112,6 +112,32 @@ class TestMutation:
         once = mutated(engine, claiming_pod(), claims=ONE_GPU)
 
         assert engine.mutate(pod_create(once), claims=ONE_GPU).patch == ()
+
+
+def dra_only_engine() -> Engine:
+    """Inference on DRA only."""
+    text = default_policy_text().replace("gpusThrough: devicePlugin", "gpusThrough: dra", 1)
+    return Engine(load_policy_text(text, "dra-only.yaml"))
+
+
+class TestPoolsOfDraOnly:
+    def test_a_pod_without_claims_gets_no_device_plugin_gpu_and_is_told_to_claim_one(
+        self,
+    ) -> None:
+        engine = dra_only_engine()
+
+        obj = mutated(engine, pod("inference"))
+        decision = engine.validate(pod_create(obj))
+
+        assert gpus_of(obj) == []
+        assert not decision.allowed
+        assert "claim at least 1 GPU with a ResourceClaimTemplate of DeviceClass gpu.nvidia.com" in decision.message  # fmt: skip
+
+    def test_a_pod_requesting_device_plugin_gpus_is_told_to_claim_them(self) -> None:
+        decision = admitted(dra_only_engine(), pod("inference", containers=[container(gpus=1)]))
+
+        assert not decision.allowed
+        assert "but pool inference gives pods GPUs through Dynamic Resource Allocation only" in decision.message  # fmt: skip
 
 
 class TestValidation:

@@ -70,6 +70,8 @@ def _gpu_counts(
     if not any(c.gpu for c in containers):
         if workload.default_gpus == 0 or not pod.containers or claims.may_ask_gpus:
             return None
+        if not any(pool.takes_device_plugin_gpus for pool in policy.pools_of(workload)):
+            return None  # its pools give GPUs through DRA only: the pod must claim them
         first = pod.containers[0]
         count = str(workload.default_gpus)
         resources, path = patch.mapping(first.raw, first.path, "resources")

@@ -114,6 +114,7 @@ RULES = Registry(
             checks=(
                 Check(Step.CONTAINERS, CLAIM_RULE_PODS, claims.check_claims),
                 Check(Step.CAPACITY, CLASS_PODS, claims.check_claim_capacity),
+                Check(Step.CAPACITY, CLASS_PODS, claims.check_device_plugin_pools),
             ),
         ),
         Rule(claims.NOT_JUDGED, applies=CLAIM_RULE_PODS, checks=()),

@@ -196,12 +196,18 @@ def check_requests_gpu(context: RuleContext) -> list[Violation]:
     policy, workload = context.policy, context.known_class
     if pod_requests_gpu(policy, context.pod) or context.claims.may_ask_gpus:
         return []
+    dra_only = not any(p.takes_device_plugin_gpus for p in policy.pools_of(workload))
+    ask = (
+        f"claim at least 1 GPU with a ResourceClaimTemplate of DeviceClass "
+        f"{min(policy.dra.gpu_classes)}"
+        if dra_only
+        else f"request at least 1 {policy.gpu_resource}"
+    )
     return [
         Violation(
             COUNT,
             f"{workload.name} pod requests no GPU, yet its class runs it on pool "
             f"{' or '.join(workload.pools)} at PriorityClass {workload.priority_class.name!r}; "
-            f"request at least 1 {policy.gpu_resource}, or remove the label "
-            f"{policy.workload_label} from a pod that needs no GPU",
+            f"{ask}, or remove the label {policy.workload_label} from a pod that needs no GPU",
         )
     ]

@@ -103,6 +103,28 @@ def check_claim_capacity(context: RuleContext) -> list[Violation]:
     return _fitting(policy, dra_pools, claims, context.now.dra, model)
 
 
+def check_device_plugin_pools(context: RuleContext) -> list[Violation]:
+    """Device-plugin GPUs of a class pod whose pools all give GPUs through DRA only: no
+    node would ever advertise them."""
+    policy, workload, pod = context.policy, context.known_class, context.pod
+    requested = sorted(
+        {q.resource for c in pod.runnable_containers() for q in c.gpu if q.value != 0}
+    )
+    pools = policy.pools_of(workload)
+    if not requested or any(pool.takes_device_plugin_gpus for pool in pools):
+        return []
+    gpu_class = min(policy.dra.gpu_classes)
+    return [
+        Violation(
+            RULE,
+            f"{workload.name} pod requests {shorten(', '.join(requested))}, but pool "
+            f"{' or '.join(p.name for p in pools)} gives pods GPUs through Dynamic Resource "
+            f"Allocation only; claim them with a ResourceClaimTemplate of DeviceClass "
+            f"{gpu_class} instead",
+        )
+    ]
+
+
 def claim_violations(policy: Policy, claims: PodClaims, now: CapacityNow) -> list[Violation]:
     """What no pool of the policy that takes claimed GPUs could ever give `claims` (a
     template or claim judged on its own, for no class in particular), and the selectors
