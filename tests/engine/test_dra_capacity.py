@@ -5,8 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from webhook.engine.dra_capacity import UNKNOWN, NodeCount, dra_now
-from webhook.engine.inventory import DeviceFacts, Inventory, NodeFacts, ResourceSliceFacts
+from webhook.engine.dra_capacity import UNKNOWN, NodeCount, dra_now, gpu_device_classes
+from webhook.engine.inventory import (
+    DeviceClassFacts,
+    DeviceFacts,
+    Inventory,
+    NodeFacts,
+    ResourceSliceFacts,
+)
 from webhook.policy import Policy, load_policy_text
 from webhook.policy.load import default_policy_text
 
@@ -72,7 +78,7 @@ def published(
 def test_nothing_is_known_until_the_slices_are_listed(policy: Policy) -> None:
     now = dra_now(policy, Inventory(nodes=(node("inf-0", "inference"),)))
 
-    assert now is UNKNOWN and not now.synced
+    assert now == UNKNOWN and not now.synced
     assert now.pool("inference") is None
 
 
@@ -243,3 +249,19 @@ def test_a_product_names_the_model_whose_product_it_ends_with(
     policy: Policy, product: str, model: str | None
 ) -> None:
     assert policy.pools["training"].model_of_product(product) == model
+
+
+def test_the_clusters_other_device_classes_of_the_gpu_drivers_are_gpu_classes(
+    policy: Policy,
+) -> None:
+    classes = {
+        "gpu.nvidia.com": DeviceClassFacts("gpu.nvidia.com", ("device.driver == 'gpu.nvidia.com'",)),
+        "a100.example.com": DeviceClassFacts("a100.example.com", ('device.driver == "gpu.nvidia.com"',)),
+        "small.example.com": DeviceClassFacts("small.example.com", ("device.attributes['gpu.nvidia.com'].type == 'mig'",)),
+        "nic.example.com": DeviceClassFacts("nic.example.com", ("device.driver == 'nic.example.com'",)),
+    }  # fmt: skip
+
+    found = gpu_device_classes(policy, Inventory(device_classes=classes))
+
+    assert found == {"a100.example.com": "gpu", "small.example.com": "mig"}
+    assert dra_now(policy, Inventory(device_classes=classes)).other_gpu_classes == found

@@ -23,7 +23,13 @@ from tests.builders import (
 )
 from webhook.engine import AdmissionRequest, Engine
 from webhook.engine.claims import CLAIM, TEMPLATE, ClaimSource
-from webhook.engine.inventory import DeviceFacts, Inventory, NodeFacts, ResourceSliceFacts
+from webhook.engine.inventory import (
+    DeviceClassFacts,
+    DeviceFacts,
+    Inventory,
+    NodeFacts,
+    ResourceSliceFacts,
+)
 from webhook.engine.pod_claims import MAX_SOURCES, ClaimObjects
 from webhook.policy.load import default_policy_text, load_policy_text
 
@@ -100,7 +106,9 @@ class TestMutation:
     def test_a_pod_claiming_only_a_nic_gets_the_default_gpu(self, engine: Engine) -> None:
         nic = claim_objects(claim_template("one-gpu", claim_spec("nic.example.com")))
 
-        assert gpus_of(mutated(engine, claiming_pod("training"), claims=nic)) == ["nvidia.com/gpu"] * 2
+        assert (
+            gpus_of(mutated(engine, claiming_pod("training"), claims=nic)) == ["nvidia.com/gpu"] * 2
+        )
 
     def test_in_a_mixed_class_each_kind_of_pod_is_sent_to_its_kind_of_pool(self) -> None:
         engine = mixed_engine()
@@ -286,6 +294,20 @@ class TestValidation:
 
         assert not decision.allowed
         assert "the largest node in pool training has 4 now (node train-0)" in decision.message
+
+    def test_a_claim_of_an_administrators_own_gpu_class_is_judged_as_a_gpu_claim(
+        self, engine: Engine
+    ) -> None:
+        selector = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].productName == 'NVIDIA A100-SXM4-80GB'"  # fmt: skip
+        classes = {"a100-80.example.com": DeviceClassFacts("a100-80.example.com", (selector,))}
+        inventory = Inventory(device_classes=classes)
+        nine = claim_objects(claim_template("one-gpu", claim_spec("a100-80.example.com", count=9)))
+
+        unlabelled = admitted(engine, claiming_pod(None), inventory, nine)
+        too_many = admitted(engine, claiming_pod("training"), inventory, nine)
+
+        assert not unlabelled.allowed and "has no label" in unlabelled.message
+        assert not too_many.allowed and "pod claims 9 GPUs" in too_many.message
 
     def test_a_deployment_whose_template_claims_too_many_gpus_is_refused(
         self, engine: Engine

@@ -121,9 +121,16 @@ class ClaimAsks:
         return bool(self.gpu_requests)
 
 
-def claim_asks(settings: DraSettings, source: ClaimSource, obj: Any) -> ClaimAsks:
-    """What the claim or template `obj` (as JSON) asks for. Raises MalformedObject for
-    one kube-apiserver would not have stored (a wrong shape, a negative count)."""
+def claim_asks(
+    settings: DraSettings,
+    source: ClaimSource,
+    obj: Any,
+    other_classes: Mapping[str, str] | None = None,
+) -> ClaimAsks:
+    """What the claim or template `obj` (as JSON) asks for; `other_classes` are GPU
+    DeviceClasses the policy does not name, by kind. Raises MalformedObject for one
+    kube-apiserver would not have stored (a wrong shape, a negative count)."""
+    classes = other_classes or {}
     root = _mapping(obj, "")
     spec = _mapping(root.get("spec"), "spec")
     if source.kind == TEMPLATE:
@@ -134,20 +141,22 @@ def claim_asks(settings: DraSettings, source: ClaimSource, obj: Any) -> ClaimAsk
     devices = _mapping(spec.get("devices"), where, optional=True)
     requests = _list(devices.get("requests"), f"{where}.requests")
     parsed = tuple(
-        _request(settings, raw, f"{where}.requests[{index}]")
+        _request(settings, classes, raw, f"{where}.requests[{index}]")
         for index, raw in enumerate(requests[:MAX_REQUESTS])
     )
     return ClaimAsks.of(source, parsed)
 
 
-def _request(settings: DraSettings, raw: Any, where: str) -> DeviceRequest:
+def _request(
+    settings: DraSettings, classes: Mapping[str, str], raw: Any, where: str
+) -> DeviceRequest:
     request = _mapping(raw, where)
     name = request.get("name")
     if not isinstance(name, str):
         raise MalformedObject(f"{where}.name", "must be a string")
     exactly = request.get("exactly")
     if exactly is not None:
-        return DeviceRequest(name, (_ask(settings, name, exactly, f"{where}.exactly"),))
+        return DeviceRequest(name, (_ask(settings, classes, name, exactly, f"{where}.exactly"),))
     alternatives = _list(request.get("firstAvailable"), f"{where}.firstAvailable")
     asks = []
     for index, sub in enumerate(alternatives[:MAX_REQUESTS]):
@@ -155,11 +164,11 @@ def _request(settings: DraSettings, raw: Any, where: str) -> DeviceRequest:
         sub_name = _mapping(sub, sub_where).get("name")
         if not isinstance(sub_name, str):
             raise MalformedObject(f"{sub_where}.name", "must be a string")
-        asks.append(_ask(settings, f"{name}/{sub_name}", sub, sub_where))
+        asks.append(_ask(settings, classes, f"{name}/{sub_name}", sub, sub_where))
     return DeviceRequest(name, tuple(asks))
 
 
-def _ask(settings: DraSettings, name: str, raw: Any, where: str) -> Ask:
+def _ask(settings: DraSettings, classes: Mapping[str, str], name: str, raw: Any, where: str) -> Ask:
     fields = _mapping(raw, where)
     device_class = fields.get("deviceClassName")
     if not isinstance(device_class, str):
@@ -173,7 +182,7 @@ def _ask(settings: DraSettings, name: str, raw: Any, where: str) -> Ask:
     if not isinstance(count, int) or isinstance(count, bool) or count < 1:
         raise MalformedObject(f"{where}.count", "must be a whole number of at least 1")
     selected = _selectors(settings, fields.get("selectors"), f"{where}.selectors")
-    kind = settings.device_kind(device_class)
+    kind = settings.device_kind(device_class) or classes.get(device_class)
     if kind is not None and selected.kind is not None:
         kind = selected.kind  # a GPU class narrowed to MIG devices by a selector, say
     return Ask(

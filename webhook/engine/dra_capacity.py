@@ -20,6 +20,7 @@ everything while the ResourceSlices have never been listed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -136,6 +137,10 @@ class DraNow:
     """Policy pool -> its schedulable nodes' devices; pools with none are absent."""
     incomplete: tuple[DriverPool, ...] = ()
     """The policy drivers' pools whose newest generation is still arriving."""
+    other_gpu_classes: Mapping[str, str] = field(default_factory=dict)
+    """DeviceClasses of the cluster the policy does not name whose selectors pick devices
+    of its GPU drivers, by what they give (``gpu`` or ``mig``): a claim of one asks for
+    GPUs all the same (see ``gpu_device_classes``)."""
 
     def pool(self, name: str) -> DraPoolNow | None:
         return self.pools.get(name)
@@ -147,7 +152,7 @@ UNKNOWN = DraNow(synced=False)
 def dra_now(policy: Policy, inventory: Inventory) -> DraNow:
     """What each pool of `policy` offers through DRA in `inventory`."""
     if inventory.resource_slices is None:
-        return UNKNOWN
+        return DraNow(synced=False, other_gpu_classes=gpu_device_classes(policy, inventory))
     settings = policy.dra
     ours = [s for s in inventory.resource_slices if s.driver in settings.drivers]
     current = current_slices(ours)
@@ -176,7 +181,29 @@ def dra_now(policy: Policy, inventory: Inventory) -> DraNow:
         nodes=nodes,
         pools={name: DraPoolNow(name, tuple(found)) for name, found in members.items()},
         incomplete=current.incomplete,
+        other_gpu_classes=gpu_device_classes(policy, inventory),
     )
+
+
+_MIG_TYPE = re.compile(r"""==\s*["']mig["']""")
+
+
+def gpu_device_classes(policy: Policy, inventory: Inventory) -> dict[str, str]:
+    """The cluster's DeviceClasses, other than the policy's, whose selectors name one of
+    the policy's GPU drivers (``device.driver == "gpu.nvidia.com"``, or its attributes):
+    an administrator's class of one GPU model, say. Their devices are GPUs, MIG slices
+    when a selector asks for the ``mig`` type; a claim of one is judged as a GPU claim
+    rather than let through as some other device's."""
+    settings = policy.dra
+    found: dict[str, str] = {}
+    for name, facts in (inventory.device_classes or {}).items():
+        if name in settings.device_classes:
+            continue
+        text = " ".join(facts.selectors)
+        if not any(f'"{d}"' in text or f"'{d}'" in text for d in settings.drivers):
+            continue
+        found[name] = MIG_DEVICE if _MIG_TYPE.search(text) else GPU_DEVICE
+    return found
 
 
 class _Counting:

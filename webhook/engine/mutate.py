@@ -56,7 +56,8 @@ def created_pod(
     workload = policy.classes.get(pod.labels.get(policy.workload_label, ""))
     if workload is None or not workload.mutate:
         return pod
-    patch = mutate_pod(policy, pod, workload, now, pod_claims(policy, pod, objects))
+    claims = pod_claims(policy, pod, objects, now.dra.other_gpu_classes)
+    patch = mutate_pod(policy, pod, workload, now, claims)
     if not patch:
         return pod
     return read_pod(apply_patch(obj, patch), policy)

@@ -136,8 +136,14 @@ class PodClaims:
 NONE = PodClaims()
 
 
-def pod_claims(policy: Policy, pod: PodView, objects: ClaimObjects) -> PodClaims:
-    """The claims of `pod`, resolved from `objects`."""
+def pod_claims(
+    policy: Policy,
+    pod: PodView,
+    objects: ClaimObjects,
+    other_classes: Mapping[str, str] | None = None,
+) -> PodClaims:
+    """The claims of `pod`, resolved from `objects`; `other_classes` are the cluster's GPU
+    DeviceClasses the policy does not name (``DraNow.other_gpu_classes``)."""
     if not pod.resource_claims:
         return NONE
     resolved = []
@@ -150,7 +156,7 @@ def pod_claims(policy: Policy, pod: PodView, objects: ClaimObjects) -> PodClaims
             resolved.append(PodClaim(name, source, None, objects.reason_unknown(source)))
             continue
         try:
-            asks = claim_asks(policy.dra, source, obj)
+            asks = claim_asks(policy.dra, source, obj, other_classes)
         except MalformedObject as error:
             resolved.append(PodClaim(name, source, None, f"cannot be read: {error}"))
             continue

@@ -172,7 +172,7 @@ class Engine:
     ) -> Findings:
         """What the rules find in the pod: its violations, each with the mode the policy
         gives its rule for the pod, and every rule's outcome."""
-        resolved = pod_claims(self.policy, pod, claims)
+        resolved = pod_claims(self.policy, pod, claims, now.dra.other_gpu_classes)
         return self.rules.judge(RuleContext.of(self.policy, pod, now, self.placement, resolved))
 
     def rule_outcomes(
