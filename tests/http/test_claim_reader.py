@@ -8,7 +8,7 @@ import asyncio
 import base64
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -127,14 +127,6 @@ def test_a_slow_cluster_costs_the_bounded_wait_not_the_review(dra: Engine, revie
     assert time.perf_counter() - started < 0.9
     assert set(objects.unreadable.values()) == {"no answer from the cluster within 0.1 s"}
     assert len(slow.reads) == 2  # both asked at once
-
-
-@pytest.fixture(scope="module")
-def worker() -> Iterator[ReviewWorker]:
-    started = ReviewWorker()
-    started.start()
-    yield started
-    started.stop()
 
 
 @pytest.mark.parametrize("endpoint", ["/mutate", "/validate"])

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -34,14 +33,6 @@ class DyingEngine(Engine):
 
     def validate(self, request: AdmissionRequest, *context: Any, **named: Any) -> Decision:
         os._exit(9)
-
-
-@pytest.fixture(scope="module")
-def worker() -> Iterator[ReviewWorker]:
-    started = ReviewWorker()
-    started.start()
-    yield started
-    started.stop()
 
 
 def large(review: Review, uid: str, gpus: int = 1) -> bytes:

@@ -1,19 +1,17 @@
 """The Kubernetes side of claimed GPUs: reading the ResourceClaimTemplates and
 ResourceClaims a pod under review names.
 
-Read as plain JSON through the generic custom-object path of ``resource.k8s.io/v1``, the
-way admission requests carry objects, so the engine reads them like the object under
-review. A read takes at most ``timeout`` seconds; the caller bounds the whole wait.
+Read as plain JSON (``webhook.kube.reads``) from ``resource.k8s.io/v1``, so the engine
+reads them like the object under review. A read takes at most ``timeout`` seconds; the
+caller bounds the whole wait.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from kubernetes import client
-
 from webhook.engine.claims import TEMPLATE, ClaimSource
-from webhook.kube.api_errors import NOT_FOUND, ApiException
+from webhook.kube.reads import read_namespaced
 
 __all__ = ["RESOURCE_GROUP", "RESOURCE_VERSION", "TIMEOUT_SECONDS", "fetch_claim_object"]
 
@@ -31,18 +29,7 @@ def fetch_claim_object(
 ) -> dict[str, Any] | None:
     """The template or claim `source` names in `namespace`, as a JSON dict; None when it
     does not exist (404). Other API errors, and timeouts, raise."""
-    objects: Any = client.CustomObjectsApi(api)
-    try:
-        found = objects.get_namespaced_custom_object(
-            RESOURCE_GROUP,
-            RESOURCE_VERSION,
-            namespace,
-            PLURALS.get(source.kind, "resourceclaims"),
-            source.name,
-            _request_timeout=timeout,
-        )
-    except ApiException as error:
-        if error.status == NOT_FOUND:
-            return None
-        raise
-    return found if isinstance(found, dict) else None
+    plural = PLURALS.get(source.kind, "resourceclaims")
+    return read_namespaced(
+        api, RESOURCE_GROUP, RESOURCE_VERSION, namespace, plural, source.name, timeout=timeout
+    )

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubernetes import client
-
 from webhook.engine.autoscalers import ScaleTarget, target_kind
 from webhook.engine.templates import BUILT_IN_KINDS, TemplateKind
-from webhook.kube.api_errors import NOT_FOUND, ApiException
+from webhook.kube.reads import read_namespaced
 
 __all__ = ["TIMEOUT_SECONDS", "fetch_scale_target"]
 
@@ -39,18 +37,12 @@ def fetch_scale_target(
     kind = target_kind(target, kinds)
     if kind is None or not kind.resource or not kind.group or not target.version:
         return None
-    objects: Any = client.CustomObjectsApi(api)
-    try:
-        found = objects.get_namespaced_custom_object(
-            kind.group,
-            target.version,
-            target.namespace,
-            kind.resource,
-            target.name,
-            _request_timeout=timeout,
-        )
-    except ApiException as error:
-        if error.status == NOT_FOUND:
-            return None
-        raise
-    return found if isinstance(found, dict) else None
+    return read_namespaced(
+        api,
+        kind.group,
+        target.version,
+        target.namespace,
+        kind.resource,
+        target.name,
+        timeout=timeout,
+    )
