@@ -6,8 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.builders import claim_spec, claim_template
+from tests.fuzz.strategies import mutated
 from webhook.engine.claims import CLAIM, TEMPLATE, ClaimSource, claim_asks
 from webhook.errors import MalformedObject
 from webhook.policy.compiled import DraSettings
@@ -147,3 +150,17 @@ def test_at_most_32_requests_are_read() -> None:
     spec = {"devices": {"requests": [claim_spec()["devices"]["requests"][0]] * 10_000}}
 
     assert len(asks_of(spec).requests) == 32
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_any_template_shape_is_read_or_refused_with_its_path(data: st.DataObject) -> None:
+    spec = claim_spec(count=2, selectors=[A100, "device.attributes['gpu.nvidia.com'].profile == '1g.5gb'"])  # fmt: skip
+    template = data.draw(mutated(claim_template("t", spec)))
+
+    try:
+        asks = claim_asks(SETTINGS, TEMPLATE_SOURCE, template)
+    except MalformedObject as error:
+        assert error.path
+    else:
+        assert len(asks.requests) <= 32

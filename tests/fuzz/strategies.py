@@ -22,7 +22,7 @@ import orjson
 from hypothesis import strategies as st
 
 from benchmarks.engine import cpu_pod, denied_pod, inference_pod, mig_pod, training_pod
-from tests.builders import container, pod
+from tests.builders import claiming_pod, container, pod
 from tests.engine.test_properties import json_values, pods
 
 Json = Any
@@ -181,6 +181,8 @@ def catalogue() -> tuple[Json, ...]:
         pod("training", containers=[container(gpus=8)], initContainers=[
             container("sidecar", gpus=1, restartPolicy="Always"), container("init", gpus=2)
         ]),
+        claiming_pod(), claiming_pod(None, gpu="one-gpu", nic="nic"),
+        pod(containers=[container()], resourceClaims=[{"name": "c", "resourceClaimName": "shared"}]),
     )  # fmt: skip
 
 
