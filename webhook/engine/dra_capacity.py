@@ -159,7 +159,10 @@ def dra_now(policy: Policy, inventory: Inventory) -> DraNow:
     known = {node.name: node for node in inventory.nodes or ()}
     by_label = {pool.label_value: pool for pool in policy.pools.values()}
     counts: dict[str, _Counting] = {}
+    models: dict[tuple[str, str], str | None] = {}
+    """(pool, product) -> the pool's model: a product is read once, not once per device."""
     for piece in current.slices:
+        keys = _AttributeKeys.of(settings, piece)
         for device in piece.devices:
             node_name = piece.node_of(device)
             if node_name is None:
@@ -168,8 +171,8 @@ def dra_now(policy: Policy, inventory: Inventory) -> DraNow:
             if counting is None:
                 facts = known.get(node_name)
                 pool = by_label.get(facts.labels.get(policy.pool_label, "")) if facts else None
-                counting = counts[node_name] = _Counting(policy, facts, pool)
-            counting.add(settings, piece, device)
+                counting = counts[node_name] = _Counting(policy, facts, pool, models)
+            counting.add(keys, device)
     offering = (counts[name].facts(name) for name in sorted(counts))
     nodes = {devices.name: devices for devices in offering if devices.gpus or devices.mig}
     members: dict[str, list[NodeDevices]] = {}
@@ -206,11 +209,35 @@ def gpu_device_classes(policy: Policy, inventory: Inventory) -> dict[str, str]:
     return found
 
 
+@dataclass(frozen=True, slots=True)
+class _AttributeKeys:
+    """The keys of the three attributes read, as one slice's devices hold them."""
+
+    type: str
+    product: str
+    profile: str
+
+    @classmethod
+    def of(cls, settings: DraSettings, piece: ResourceSliceFacts) -> _AttributeKeys:
+        return cls(
+            piece.attribute_key(settings.type_attribute),
+            piece.attribute_key(settings.product_attribute),
+            piece.attribute_key(settings.profile_attribute),
+        )
+
+
 class _Counting:
     """The devices of one node, counted as they are read."""
 
-    def __init__(self, policy: Policy, node: NodeFacts | None, pool: Pool | None) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        node: NodeFacts | None,
+        pool: Pool | None,
+        models: dict[tuple[str, str], str | None],
+    ) -> None:
         self.pool = pool
+        self.models = models
         self.schedulable = node.schedulable if node is not None else False
         labelled = node.labels.get(policy.model_label) if node is not None else None
         self.labelled = labelled if pool is not None and labelled in pool.models else None
@@ -218,15 +245,19 @@ class _Counting:
         self.mig: dict[tuple[str | None, str], int] = {}
         self.products: set[str] = set()
 
-    def add(self, settings: DraSettings, piece: ResourceSliceFacts, device: DeviceFacts) -> None:
-        kind = piece.attribute(device, settings.type_attribute)
-        product = piece.attribute(device, settings.product_attribute)
-        profile = piece.attribute(device, settings.profile_attribute)
+    def add(self, keys: _AttributeKeys, device: DeviceFacts) -> None:
+        attributes = device.attributes
+        kind = attributes.get(keys.type)
+        product = attributes.get(keys.product)
+        profile = attributes.get(keys.profile)
         model = self.labelled
         if isinstance(product, str) and product:
             self.products.add(product)
             if self.pool is not None:
-                model = self.pool.model_of_product(product) or model
+                known = (self.pool.name, product)
+                if known not in self.models:
+                    self.models[known] = self.pool.model_of_product(product)
+                model = self.models[known] or model
         if kind == GPU_DEVICE:
             self.gpus[model] = self.gpus.get(model, 0) + 1
         elif kind == MIG_DEVICE and isinstance(profile, str) and profile:

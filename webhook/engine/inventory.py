@@ -77,8 +77,13 @@ class ResourceSliceFacts:
     def attribute(self, device: DeviceFacts, name: str) -> AttributeValue | None:
         """The value of attribute `name` of `device` (one of this slice's), or None. `name`
         is bare (the driver's own domain) or ``<domain>/<name>``."""
+        return device.attributes.get(self.attribute_key(name))
+
+    def attribute_key(self, name: str) -> str:
+        """The key under which this slice's devices hold attribute `name`: bare in the
+        driver's own domain."""
         domain, _, bare = name.rpartition("/")
-        return device.attributes.get(bare if domain == self.driver else name)
+        return bare if domain == self.driver else name
 
     def node_of(self, device: DeviceFacts) -> str | None:
         """The node `device` is on, or None when it is not on one node."""
