@@ -51,15 +51,14 @@ def check_claims(context: RuleContext) -> list[Violation]:
     ]
     for container in pod.all_containers():
         used = claims.gpu_claims_of(container)
-        resources = [q.resource for q in container.gpu if q.value is None or q.value != 0]
-        if used and resources:
+        named = shorten(", ".join(q.resource for q in container.gpu if q.value != 0))
+        if used and named:
             violations.append(
                 Violation(
                     RULE,
-                    f"{container.describe} requests {', '.join(resources)} from the device "
-                    f"plugin and uses GPU {_claims_of(used)}; a container takes GPUs one way: "
-                    f"remove {', '.join(resources)} from its resources, or its claim from "
-                    f"resources.claims",
+                    f"{container.describe} requests {named} from the device plugin and uses "
+                    f"GPU {_claims_of(used)}; a container takes GPUs one way: remove {named} "
+                    f"from its resources, or its claim from resources.claims",
                 )
             )
     violations += _selectors(claims)
