@@ -175,6 +175,8 @@ class TestCheck:
             "denied": 1,
             "warnings": 0,
             "skipped": 1,
+            "claimObjects": 0,
+            "claimObjectsDenied": 0,
         }
         deployment, job = report["pods"]
         assert (deployment["object"]["kind"], deployment["template"], deployment["verdict"]) == (

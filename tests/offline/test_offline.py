@@ -416,16 +416,20 @@ class TestPresentation:
             "allowed",
             "summary",
             "pods",
+            "claimObjects",
             "skipped",
         ]
         assert data["summary"] == {
             "pods": 1, "allowed": 1, "denied": 0, "warnings": 0, "skipped": 1,
+            "claimObjects": 0, "claimObjectsDenied": 0,
         }  # fmt: skip
         [pod_data] = data["pods"]
         assert list(pod_data) == [
             "source", "line", "object", "template", "workloadClass", "verdict", "message",
-            "warnings", "rules", "patch", "diff", "placement", "receivedPod", "mutatedPod",
+            "warnings", "rules", "claims", "patch", "diff", "placement", "receivedPod",
+            "mutatedPod",
         ]  # fmt: skip
+        assert (pod_data["claims"], data["claimObjects"]) == ([], [])
         assert pod_data["object"] == {
             "apiVersion": "apps/v1",
             "kind": "Deployment",

@@ -33,7 +33,11 @@ Each Pod, and each pod template of a Deployment, StatefulSet, DaemonSet,
 ReplicaSet, Job, CronJob or a kind of the policy's workloadKinds (PyTorchJob,
 RayCluster, JobSet, ... by default), is judged as at CREATE in an opted-in namespace:
 requests defaulted from limits, mutated, the patch applied, then validated.
-Other kinds are reported as skipped. A DIR stands for every *.yaml, *.yml and
+Each ResourceClaimTemplate and ResourceClaim (resource.k8s.io v1, v1beta2 or
+v1beta1) is judged as at its CREATE, and is what the pods' claims of Dynamic
+Resource Allocation naming it in its namespace ask for (one without a namespace
+is in every pod's); a claim naming one not among the files is not judged, with a
+warning. Other kinds are reported as skipped. A DIR stands for every *.yaml, *.yml and
 *.json file under it at any depth, in path order, hidden ones left out (as
 kubectl apply -R -f DIR). Warnings are those kubectl would print.
 --output json|yaml prints a CheckReport (structure documented in
@@ -45,10 +49,16 @@ a CI job on warnings; a code of its own, such as 3, lets the CI tell them apart,
 e.g. GitLab's allow_failure: exit_codes: [3]).
 """
 
+EXPLAIN_EPILOG = """\
+The file holds one object, and may hold the ResourceClaimTemplates and
+ResourceClaims its pods' claims name: each is explained after it.
+"""
+
 TEST_EPILOG = """\
 Each *.yaml file under DIR is a case: object, expect (allowed|denied), and
 optionally rules (exactly the rules that fail), patch (operations the
-mutation contains) and pods (fragments a mutated pod contains).
+mutation contains), pods (fragments a mutated pod contains) and claims (the
+ResourceClaimTemplates and ResourceClaims the object's pods name).
 --output junit prints JUnit XML instead of a line per case: a testcase per case,
 a failure with each way it differs from what it expects (expected ..., got ...),
 an error for a case that cannot be run (webhook/offline/junit.py).
@@ -82,9 +92,16 @@ def add_offline_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
     check.set_defaults(run=_check)
 
     explain_command = commands.add_parser(
-        "explain", help="say in prose what would become of one object"
+        "explain",
+        help="say in prose what would become of one object",
+        epilog=EXPLAIN_EPILOG,
     )
-    explain_command.add_argument("file", metavar="FILE", help="one object's YAML; - for stdin")
+    explain_command.add_argument(
+        "file",
+        metavar="FILE",
+        help="one object's YAML, with the ResourceClaimTemplates and ResourceClaims its "
+        "pods name; - for stdin",
+    )
     add_policy_option(explain_command)
     explain_command.set_defaults(run=_explain)
 
@@ -163,24 +180,28 @@ def _render(report: Report, output: str, sources: list[str]) -> str:
 
 
 def _explain(args: argparse.Namespace) -> int:
+    from webhook.offline.claim_documents import is_claim_object
     from webhook.offline.documents import ManifestError, read_manifest_files
     from webhook.offline.evaluation import evaluate
-    from webhook.offline.prose import explain
+    from webhook.offline.prose import explain, explain_claim_object
 
     try:
         engine = load_engine(args.policy)
         documents = read_manifest_files([args.file], sys.stdin)
     except (PolicyError, ManifestError) as error:
         return _usage_error(str(error))
-    if len(documents) != 1:
+    subjects = [d for d in documents if not is_claim_object(d.object)] or documents
+    if len(subjects) != 1:
         return _usage_error(
-            f"explain takes one object; {args.file} holds {len(documents)} "
+            f"explain takes one object; {args.file} holds {len(subjects)} "
             "(gpu-admission check takes several)"
         )
     report = evaluate(engine, documents)
     for skipped in report.skipped:
         print(f"{skipped.object.describe}: nothing to explain, {skipped.reason}")
-    print("\n".join(explain(p) for p in report.pods), end="")
+    explained = [explain(p) for p in report.pods]
+    explained += [explain_claim_object(c) for c in report.claim_objects]
+    print("\n".join(explained), end="")
     return OK if report.allowed else DENIED
 
 

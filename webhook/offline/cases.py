@@ -3,7 +3,10 @@
 A case is one YAML file:
 
     description: why the case exists (optional)
-    object: a Pod, or a workload with pod templates (Deployment, Job, ...)
+    object: a Pod, or a workload with pod templates (Deployment, Job, ...), or a
+            ResourceClaimTemplate or ResourceClaim (judged as at its CREATE)
+    claims:                       # optional: the ResourceClaimTemplates and ResourceClaims
+      - {apiVersion: resource.k8s.io/v1, kind: ResourceClaimTemplate, ...}  # its pods name
     expect: allowed | denied      # denied when any of its pods is denied
     rules: [gpu-count]            # optional: exactly the rules that must fail
     patch:                        # optional: operations the mutation must contain
@@ -11,8 +14,10 @@ A case is one YAML file:
     pods:                         # optional: fragments some mutated pod must contain
       - spec: {priority: 1000000}
 
-Patch paths are relative to the pod (the mutation applies to pods, also
-those made from a template). Fragments match as in webhook.offline.fragments:
+A claim of Dynamic Resource Allocation naming an object not among `claims` (nor the
+object itself) is not judged, as in `check`. `claims` are not judged themselves: a
+case of its own judges one. Patch paths are relative to the pod (the mutation applies
+to pods, also those made from a template). Fragments match as in webhook.offline.fragments:
 mappings by their keys, lists by items found anywhere in the list.
 """
 
@@ -27,8 +32,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from webhook.engine import Engine
+from webhook.offline.claim_documents import (
+    VERSIONS,
+    ClaimDocuments,
+    is_claim_object,
+    unread_version,
+)
 from webhook.offline.documents import Document, ManifestError, read_yaml
-from webhook.offline.evaluation import PodEvaluation, evaluate
+from webhook.offline.evaluation import ClaimObjectEvaluation, PodEvaluation, evaluate
 from webhook.offline.fragments import mismatch
 from webhook.policy.load import format_location
 
@@ -40,6 +51,7 @@ class Case(BaseModel):
 
     description: str = ""
     object: dict[str, Any]
+    claims: list[dict[str, Any]] = []
     expect: Literal["allowed", "denied"]
     rules: list[str] | None = None
     patch: list[dict[str, Any]] | None = None
@@ -78,12 +90,19 @@ def run_case(engine: Engine, path: Path, name: str) -> CaseResult:
         return CaseResult(name, (f"cannot read: {error}",), broken=True)
     except ManifestError as error:
         return CaseResult(name, (f"invalid case: {error}",), broken=True)
-    report = evaluate(engine, [Document(str(path), 1, case.object)])
+    description = case.description.strip()
+    for index, claim in enumerate(case.claims):
+        if not is_claim_object(claim) or unread_version(claim) is not None:
+            versions = ", ".join(VERSIONS)
+            reason = f"claims[{index}]: not a ResourceClaimTemplate or ResourceClaim of {versions}"
+            return CaseResult(name, (reason,), broken=True, description=description)
+    given = ClaimDocuments.of([case.object, *case.claims])
+    report = evaluate(engine, [Document(str(path), 1, case.object)], claims=given)
     if report.skipped:
         reason = f"object: {report.skipped[0].reason}"
-        return CaseResult(name, (reason,), broken=True, description=case.description.strip())
-    problems = tuple(case_problems(case, report.pods))
-    return CaseResult(name, problems, description=case.description.strip())
+        return CaseResult(name, (reason,), broken=True, description=description)
+    problems = tuple(case_problems(case, report.pods, report.claim_objects))
+    return CaseResult(name, problems, description=description)
 
 
 def read_case(text: str, source: str) -> Case:
@@ -97,13 +116,18 @@ def read_case(text: str, source: str) -> Case:
         raise ManifestError(source, None, reason) from error
 
 
-def case_problems(case: Case, pods: Sequence[PodEvaluation]) -> list[str]:
-    """Every way the evaluated pods differ from what the case expects."""
+def case_problems(
+    case: Case,
+    pods: Sequence[PodEvaluation],
+    claim_objects: Sequence[ClaimObjectEvaluation] = (),
+) -> list[str]:
+    """Every way the evaluated pods (or the claim object) differ from what the case expects."""
     problems = []
-    verdict = "allowed" if all(p.allowed for p in pods) else "denied"
-    failed = list(dict.fromkeys(rule for p in pods for rule in p.failed_rules))
+    judged: list[PodEvaluation | ClaimObjectEvaluation] = [*pods, *claim_objects]
+    verdict = "allowed" if all(j.allowed for j in judged) else "denied"
+    failed = list(dict.fromkeys(rule for j in judged for rule in j.failed_rules))
     if verdict != case.expect:
-        messages = [p.message for p in pods if p.message]
+        messages = [j.message for j in judged if j.message]
         problems.append(
             f"expected {case.expect}, got {verdict}"
             + (f" ({'; '.join(messages)})" if messages else "")

@@ -5,6 +5,10 @@ webhook.engine.templates) the engine mutates it, the patch is applied as
 kube-apiserver applies it, and the mutated pod is validated: the same
 sequence as CREATE in a cluster whose namespace has opted in. Each rule's
 outcome is the one the engine reported with its decision.
+
+The ResourceClaimTemplates and ResourceClaims among the documents are judged as at
+their CREATE too, and are what the pods' claims of Dynamic Resource Allocation ask
+for (webhook.offline.claim_documents): a claim naming one not among them is not judged.
 """
 
 from __future__ import annotations
@@ -17,7 +21,10 @@ from typing import Any
 import jsonpatch
 
 from webhook.engine import AdmissionRequest, Engine, RuleOutcome
+from webhook.engine.claims import ClaimAsks, ClaimSource, claim_asks
+from webhook.engine.decision import ENFORCE
 from webhook.engine.pod import read_pod
+from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects, PodClaim, pod_claims
 from webhook.engine.templates import (
     TemplateKind,
     pod_from_template,
@@ -25,6 +32,14 @@ from webhook.engine.templates import (
     template_kind,
 )
 from webhook.errors import MalformedObject
+from webhook.offline.claim_documents import (
+    GROUP,
+    RESOURCES,
+    ClaimDocuments,
+    as_v1,
+    is_claim_object,
+    unread_version,
+)
 from webhook.offline.documents import Document
 from webhook.offline.landing import Landing, landings
 
@@ -69,6 +84,8 @@ class PodEvaluation:
     warnings: tuple[str, ...] = ()
     """The warnings of our webhooks' responses, each printed by kubectl as `Warning: ...`
     (allowed or denied): rules the policy puts in `warn` mode."""
+    claims: tuple[PodClaim, ...] = ()
+    """The pod's claims of Dynamic Resource Allocation, resolved from the documents."""
 
     @property
     def describe(self) -> str:
@@ -79,6 +96,26 @@ class PodEvaluation:
     @property
     def failed_rules(self) -> list[str]:
         return [r.rule for r in self.rules if r.outcome == "fail"]
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimObjectEvaluation:
+    """The verdict on a ResourceClaimTemplate or ResourceClaim (a claim object), judged as
+    at its CREATE: refused when no node of the policy's pools could ever satisfy it."""
+
+    object: ObjectRef
+    allowed: bool
+    message: str
+    """The denial as kube-apiserver would print it; empty when allowed."""
+    asks: ClaimAsks | None
+    """What it asks for; None when it cannot be read (`message` says why)."""
+    warnings: tuple[str, ...] = ()
+    failed_rules: tuple[str, ...] = ()
+    """The rules whose enforced violations refuse it."""
+
+    @property
+    def describe(self) -> str:
+        return self.object.describe
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,10 +130,11 @@ class Report:
     """Where the policy came from."""
     pods: tuple[PodEvaluation, ...]
     skipped: tuple[SkippedObject, ...]
+    claim_objects: tuple[ClaimObjectEvaluation, ...] = ()
 
     @property
     def allowed(self) -> bool:
-        return all(p.allowed for p in self.pods)
+        return all(p.allowed for p in self.pods) and all(c.allowed for c in self.claim_objects)
 
     @property
     def denied(self) -> int:
@@ -104,22 +142,42 @@ class Report:
         return sum(1 for p in self.pods if not p.allowed)
 
     @property
+    def claim_objects_denied(self) -> int:
+        return sum(1 for c in self.claim_objects if not c.allowed)
+
+    @property
     def warnings(self) -> int:
-        """How many warnings kubectl would print for all the pods."""
-        return sum(len(p.warnings) for p in self.pods)
+        """How many warnings kubectl would print for all the pods and claim objects."""
+        return sum(len(p.warnings) for p in self.pods) + sum(
+            len(c.warnings) for c in self.claim_objects
+        )
 
 
 def evaluate(
     engine: Engine,
     documents: Iterable[Document],
     kinds: tuple[TemplateKind, ...] | None = None,
+    claims: ClaimDocuments | None = None,
 ) -> Report:
-    """Judge every pod and pod template; `kinds` defaults to the built-ins and the policy's."""
+    """Judge every pod, pod template and claim object; `kinds` defaults to the built-ins
+    and the policy's, `claims` (what the pods' claims may name) to the claim objects
+    among `documents`."""
     kinds = engine.kinds if kinds is None else kinds
+    documents = list(documents)
+    if claims is None:
+        claims = ClaimDocuments.of(document.object for document in documents)
     pods: list[PodEvaluation] = []
     skipped: list[SkippedObject] = []
+    claim_objects: list[ClaimObjectEvaluation] = []
     for document in documents:
         ref = object_ref(document)
+        if is_claim_object(document.object):
+            unread = unread_version(document.object)
+            if unread is not None:
+                skipped.append(SkippedObject(ref, unread))
+            else:
+                claim_objects.append(evaluate_claim_object(engine, ref, document.object))
+            continue
         kind = template_kind(document.object, kinds)
         if kind is None:
             skipped.append(SkippedObject(ref, f"{ref.api_version} {ref.kind} has no pod template"))
@@ -129,25 +187,31 @@ def evaluate(
         except MalformedObject as error:
             pods.append(_malformed(ref, "", f"malformed object: {error}"))
             continue
+        seen = claims.seen_from(ref.namespace)
         pods += [
-            evaluate_pod(engine, ref, pointer, pod_from_template(template))
+            evaluate_pod(engine, ref, pointer, pod_from_template(template), seen)
             for pointer, template in templates
         ]
-    return Report(engine.policy.source, tuple(pods), tuple(skipped))
+    return Report(engine.policy.source, tuple(pods), tuple(skipped), tuple(claim_objects))
 
 
 def evaluate_pod(
-    engine: Engine, ref: ObjectRef, template: str, pod: dict[str, Any]
+    engine: Engine,
+    ref: ObjectRef,
+    template: str,
+    pod: dict[str, Any],
+    claims: ClaimObjects = NO_CLAIMS,
 ) -> PodEvaluation:
-    """Mutate, apply the patch, validate the result: CREATE of one pod."""
+    """Mutate, apply the patch, validate the result: CREATE of one pod, whose claims name
+    `claims`."""
     request = AdmissionRequest.pod_create(
         f"offline:{ref.source}:{ref.line}{template}", ref.namespace, ref.name, pod
     )
-    mutation = engine.mutate(request)
+    mutation = engine.mutate(request, claims=claims)
     if not mutation.allowed:
         return _malformed(ref, template, mutation.message)
     mutated: dict[str, Any] = jsonpatch.apply_patch(pod, list(mutation.patch))
-    decision = engine.validate(dataclasses.replace(request, object=mutated))
+    decision = engine.validate(dataclasses.replace(request, object=mutated), claims=claims)
     if decision.code == 400:
         return _malformed(ref, template, decision.message)
     policy = engine.policy
@@ -164,6 +228,28 @@ def evaluate_pod(
         mutated=mutated,
         landings=landings(policy, view),
         warnings=tuple(dict.fromkeys(mutation.warnings + decision.warnings)),
+        claims=pod_claims(policy, view, claims).claims,
+    )
+
+
+def evaluate_claim_object(
+    engine: Engine, ref: ObjectRef, obj: dict[str, Any]
+) -> ClaimObjectEvaluation:
+    """Validate the CREATE of a ResourceClaimTemplate or ResourceClaim, sent as v1."""
+    sent = as_v1(obj)
+    kind = sent["kind"]
+    request = AdmissionRequest(
+        f"offline:{ref.source}:{ref.line}", "CREATE", GROUP, "v1", kind, RESOURCES[kind], "",
+        ref.namespace, "", sent,
+    )  # fmt: skip
+    decision = engine.validate(request)
+    try:
+        asks: ClaimAsks | None = claim_asks(engine.policy.dra, ClaimSource(kind, ref.name), sent)
+    except MalformedObject:
+        asks = None
+    failed = tuple(dict.fromkeys(v.rule for v in decision.violations if v.mode == ENFORCE))
+    return ClaimObjectEvaluation(
+        ref, decision.allowed, decision.message, asks, decision.warnings, failed
     )
 
 

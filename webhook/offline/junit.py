@@ -1,8 +1,9 @@
 """JUnit XML for a policy repository's CI: `check --output junit` and `policy test --output junit`.
 
 `check`: one testsuite per manifest file, one testcase per pod or pod template (named as
-the text report names it, `Deployment 'llm-server' /spec/template`, with its line), so a
-CI dashboard lists the objects of each file and marks the denied ones:
+the text report names it, `Deployment 'llm-server' /spec/template`, with its line) and per
+ResourceClaimTemplate or ResourceClaim, so a CI dashboard lists the objects of each file
+and marks the denied ones:
 
     <testsuites name="gpu-admission check" tests="3" failures="1" errors="0" skipped="1">
       <testsuite name="apps/llm.yaml" tests="3" failures="1" errors="0" skipped="1">
@@ -53,7 +54,13 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from webhook.offline.evaluation import ObjectRef, PodEvaluation, Report, SkippedObject
+from webhook.offline.evaluation import (
+    ClaimObjectEvaluation,
+    ObjectRef,
+    PodEvaluation,
+    Report,
+    SkippedObject,
+)
 
 if TYPE_CHECKING:
     from webhook.offline.cases import CaseResult
@@ -73,6 +80,9 @@ def report_junit(report: Report, sources: Sequence[str] = ()) -> str:
     for evaluation in report.pods:
         case = _pod_case(evaluation)
         _add(cases, counts, evaluation.object.source, case, failed=not evaluation.allowed)
+    for claim_object in report.claim_objects:
+        case = _claim_object_case(claim_object)
+        _add(cases, counts, claim_object.object.source, case, failed=not claim_object.allowed)
     for skipped in report.skipped:
         _add(cases, counts, skipped.object.source, _skipped_case(skipped), skipped=True)
 
@@ -150,22 +160,38 @@ def _add(
 
 
 def _pod_case(evaluation: PodEvaluation) -> ET.Element:
-    case = _case(evaluation.object, evaluation.describe)
-    if evaluation.warnings:
-        properties = ET.SubElement(case, "properties")
-        for warning in evaluation.warnings:
-            ET.SubElement(properties, "property", name="warning", value=_xml(warning))
+    failure = None
     if not evaluation.allowed:
-        failure = ET.SubElement(
-            case,
-            "failure",
-            type="denied" if evaluation.rules else "malformed",
-            message=_xml(evaluation.message),
-        )
-        failure.text = _xml(_failure_text(evaluation))
-    if evaluation.warnings:
+        kind = "denied" if evaluation.rules else "malformed"
+        failure = (kind, evaluation.message, _failure_text(evaluation))
+    return _verdict_case(evaluation.object, evaluation.describe, evaluation.warnings, failure)
+
+
+def _claim_object_case(evaluation: ClaimObjectEvaluation) -> ET.Element:
+    failure = None
+    if not evaluation.allowed:
+        kind = "denied" if evaluation.asks is not None else "malformed"
+        failure = (kind, evaluation.message, evaluation.message + "\n")
+    return _verdict_case(evaluation.object, evaluation.describe, evaluation.warnings, failure)
+
+
+def _verdict_case(
+    ref: ObjectRef, describe: str, warnings: tuple[str, ...], failure: tuple[str, str, str] | None
+) -> ET.Element:
+    """A testcase with each warning a property and the system-out, and the `failure`
+    (type, message, text) of a denied object."""
+    case = _case(ref, describe)
+    if warnings:
+        properties = ET.SubElement(case, "properties")
+        for warning in warnings:
+            ET.SubElement(properties, "property", name="warning", value=_xml(warning))
+    if failure is not None:
+        kind, message, text = failure
+        element = ET.SubElement(case, "failure", type=kind, message=_xml(message))
+        element.text = _xml(text)
+    if warnings:
         out = ET.SubElement(case, "system-out")
-        out.text = _xml("".join(f"Warning: {w}\n" for w in evaluation.warnings))
+        out.text = _xml("".join(f"Warning: {w}\n" for w in warnings))
     return case
 
 

@@ -3,6 +3,9 @@
 inference pod 'x' would be admitted. It would run on pool inference (A100),
 priority 1000000 (inference-priority); it may not use pool training (V100, A100)
 because it does not tolerate gpu-pool=training:NoSchedule.
+
+A pod's claims of Dynamic Resource Allocation are said with what each asks for, and a
+ResourceClaimTemplate or ResourceClaim explained with its pod (or alone) in a sentence.
 """
 
 from __future__ import annotations
@@ -10,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from webhook.offline.evaluation import PodEvaluation
+from webhook.offline.claims_shown import asks_text, pod_claim_text
+from webhook.offline.evaluation import ClaimObjectEvaluation, PodEvaluation
 from webhook.offline.landing import Landing
 
 
@@ -30,10 +34,33 @@ def explain(evaluation: PodEvaluation) -> str:
             "\n".join([f"{who} would be denied:", *reasons]),
             f"Were it admitted, it {_placement(evaluation)}.",
         ]
+    if evaluation.claims:
+        paragraphs.append(_claims(evaluation))
     if evaluation.warnings:
         paragraphs.append(_warnings(evaluation.warnings))
     paragraphs.append(_mutation(evaluation))
     return "\n\n".join(paragraphs) + "\n"
+
+
+def explain_claim_object(evaluation: ClaimObjectEvaluation) -> str:
+    """`ResourceClaimTemplate 'one-gpu' would be admitted: it asks for 1 GPU of ...`."""
+    who = evaluation.describe
+    if not evaluation.allowed:
+        text = f"{who} would be denied: {evaluation.message}"
+    elif evaluation.asks is not None:
+        text = f"{who} would be admitted: it asks for {asks_text(evaluation.asks)}."
+    else:
+        text = f"{who} would be admitted."
+    if evaluation.warnings:
+        text += "\n\n" + _warnings(evaluation.warnings)
+    return text + "\n"
+
+
+def _claims(evaluation: PodEvaluation) -> str:
+    """Each claim of the pod, with what it asks for or why that is not known."""
+    count = len(evaluation.claims)
+    lines = [f"It has {count} claim{'' if count == 1 else 's'} of Dynamic Resource Allocation:"]
+    return "\n".join([*lines, *(f"  - {pod_claim_text(claim)}" for claim in evaluation.claims)])
 
 
 def _warnings(warnings: tuple[str, ...]) -> str:

@@ -3,8 +3,9 @@
     apiVersion: gpu-admission.io/v1alpha1
     kind: CheckReport
     policy: where the policy came from
-    allowed: true when every pod is allowed
-    summary: {pods: N, allowed: N, denied: N, warnings: N, skipped: N}
+    allowed: true when every pod and claim object is allowed
+    summary: {pods: N, allowed: N, denied: N, warnings: N, skipped: N,
+              claimObjects: N, claimObjectsDenied: N}   # allowed and denied count pods
     pods:                               # one per Pod and per pod template, in input order
       - source: FILE, or "-" for standard input
         line: where the object starts (1-based)
@@ -16,6 +17,11 @@
         warnings: [what kubectl would print after `Warning: `, allowed or denied]
         rules:                          # every validation rule, in a fixed order
           - {rule: gpu-count, outcome: pass | fail | warn | audit | skip, messages: [...]}
+        claims:                         # spec.resourceClaims (Dynamic Resource Allocation)
+          - name: the claim's name in the pod
+            source: {kind: ResourceClaimTemplate | ResourceClaim, name}, or null
+            asks: [what each request asks for, e.g. "1 GPU of DeviceClass gpu.nvidia.com"]
+            problem: why what it asks is not known (e.g. "was not given"), or null
         patch: [JSONPatch operations of the mutation, against receivedPod]
         diff: unified diff of receivedPod's YAML to mutatedPod's ("" without mutation)
         placement:                      # each pool and GPU model of the policy
@@ -23,19 +29,30 @@
              reasons: [why not, or why not certainly]}
         receivedPod: the pod our webhook receives (requests defaulted from limits)
         mutatedPod: the pod after the mutation, as validated
+    claimObjects:                       # ResourceClaimTemplates and ResourceClaims, judged
+      - {source, line, object: {...}, verdict, message, warnings,   # as at their CREATE
+         asks: [each request, as for a pod's claims; empty when it cannot be read]}
     skipped:                            # objects without a pod template
       - {source, line, object: {apiVersion, kind, namespace, name}, reason}
 
 A malformed object is a denied pod with the reason in `message` and empty
-`rules`, `patch` and `placement`.
+`rules`, `patch` and `placement`. A claim object of a version not read (other than
+v1, v1beta2, v1beta1) is skipped.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from webhook.offline.claims_shown import pod_claim_data, requests_text
 from webhook.offline.diff import mutation_diff
-from webhook.offline.evaluation import ObjectRef, PodEvaluation, Report, SkippedObject
+from webhook.offline.evaluation import (
+    ClaimObjectEvaluation,
+    ObjectRef,
+    PodEvaluation,
+    Report,
+    SkippedObject,
+)
 
 API_VERSION = "gpu-admission.io/v1alpha1"
 KIND = "CheckReport"
@@ -54,8 +71,11 @@ def report_data(report: Report) -> dict[str, Any]:
             "denied": denied,
             "warnings": report.warnings,
             "skipped": len(report.skipped),
+            "claimObjects": len(report.claim_objects),
+            "claimObjectsDenied": report.claim_objects_denied,
         },
         "pods": [pod_data(p) for p in report.pods],
+        "claimObjects": [claim_object_data(c) for c in report.claim_objects],
         "skipped": [_skipped_data(s) for s in report.skipped],
     }
 
@@ -74,6 +94,7 @@ def pod_data(evaluation: PodEvaluation) -> dict[str, Any]:
             {"rule": r.rule, "outcome": r.outcome, "messages": list(r.messages)}
             for r in evaluation.rules
         ],
+        "claims": [pod_claim_data(claim) for claim in evaluation.claims],
         "patch": [dict(operation) for operation in evaluation.patch],
         "diff": mutation_diff(evaluation.received, evaluation.mutated, evaluation.describe)
         if evaluation.patch
@@ -90,6 +111,18 @@ def pod_data(evaluation: PodEvaluation) -> dict[str, Any]:
         ],
         "receivedPod": dict(evaluation.received),
         "mutatedPod": dict(evaluation.mutated),
+    }
+
+
+def claim_object_data(evaluation: ClaimObjectEvaluation) -> dict[str, Any]:
+    return {
+        "source": evaluation.object.source,
+        "line": evaluation.object.line,
+        "object": _object_data(evaluation.object),
+        "verdict": "allowed" if evaluation.allowed else "denied",
+        "message": evaluation.message,
+        "warnings": list(evaluation.warnings),
+        "asks": requests_text(evaluation.asks) if evaluation.asks else [],
     }
 
 
