@@ -19,8 +19,13 @@ from typing import Any
 
 import pytest
 
+from webhook.engine.claims import ClaimSource
 from webhook.engine.serving import serving_engine
+from webhook.kube.client import api_client
+from webhook.offline.audit import Finding
 from webhook.policy.load import default_policy_text
+from webhook.service.audit import audit_cluster
+from webhook.service.audit_claims import ClaimReads
 
 from . import dra
 from .controlplane import ControlPlane
@@ -325,6 +330,82 @@ class TestRefusals:
 
         assert "claim 'c0' (ResourceClaimTemplate 'not-yet') does not exist" in stderr
         assert "create the ResourceClaimTemplate in the pod's namespace before the pod" in stderr
+
+
+def audited_pods(controlplane: ControlPlane, namespace: str) -> dict[str, Finding]:
+    """The audit's findings on the pods of `namespace`, by pod name."""
+    api = api_client(controlplane.kubeconfig)
+    try:
+        run = audit_cluster(api, serving_engine(mixed_policy_text(), "mixed.yaml"))
+    finally:
+        api.close()
+    assert run.unlisted == {}
+    return {
+        f.subject.name: f
+        for f in run.findings
+        if f.subject.namespace == namespace and f.subject.kind == "Pod"
+    }
+
+
+@pytest.mark.usefixtures("mixed_cluster")
+class TestAudit:
+    def test_a_running_pod_is_judged_by_the_template_its_claim_names_as_the_cluster_has_it(
+        self, controlplane: ControlPlane, opted_in: str
+    ) -> None:
+        controlplane.apply(
+            documents(template("one-gpu"), pod("claiming", "inference", "one-gpu")),
+            namespace=opted_in,
+        )
+
+        before = audited_pods(controlplane, opted_in)["claiming"]
+        controlplane.delete("resourceclaimtemplate", ["one-gpu"], namespace=opted_in)
+        wait_for(
+            lambda: not controlplane.list_json("resourceclaimtemplates", opted_in),
+            30,
+            "the template deleted",
+        )
+        after = audited_pods(controlplane, opted_in)["claiming"]
+
+        assert before.verdict == "passed", before.message
+        assert {r.rule: r.outcome for r in before.rules}["claims-not-judged"] == "pass"
+        assert after.verdict == "denied"
+        assert "claim 'c0' (ResourceClaimTemplate 'one-gpu') does not exist" in after.message
+
+    def test_templates_the_credentials_may_not_read_are_reported_once_and_not_judged(
+        self, controlplane: ControlPlane, opted_in: str
+    ) -> None:
+        controlplane.apply(documents(template("one-gpu")), namespace=opted_in)
+        api = api_client(controlplane.kubeconfig)
+        api.set_default_header("Impersonate-User", "e2e-dra-audit-nobody")
+        not_read: dict[str, str] = {}
+        reads = ClaimReads(api, not_read)
+        sources = (ClaimSource("ResourceClaimTemplate", "one-gpu"),)
+        try:
+            first = reads(opted_in, sources)
+            again = reads(opted_in, (ClaimSource("ResourceClaimTemplate", "other"),))
+        finally:
+            api.close()
+
+        assert (first.found, first.looked_up, again.looked_up) == ({}, False, False)
+        assert reads.reads == 1
+        assert not_read["ResourceClaimTemplate"].startswith("could not be read (403 Forbidden")
+        assert "the claims naming one are not judged" in not_read["ResourceClaimTemplate"]
+
+    def test_each_template_is_read_once_for_every_pod_naming_it(
+        self, controlplane: ControlPlane, opted_in: str
+    ) -> None:
+        controlplane.apply(documents(template("one-gpu")), namespace=opted_in)
+        api = api_client(controlplane.kubeconfig)
+        reads = ClaimReads(api, {})
+        one_gpu, absent = (ClaimSource("ResourceClaimTemplate", n) for n in ("one-gpu", "absent"))
+        try:
+            answers = [reads(opted_in, (one_gpu, absent)) for _ in range(3)]
+        finally:
+            api.close()
+
+        assert reads.reads == 2
+        assert all(set(a.found) == {one_gpu} and a.missing == {absent} for a in answers)
+        assert answers[0].found[one_gpu]["metadata"]["name"] == "one-gpu"
 
 
 def test_the_policy_of_this_module_is_valid() -> None:

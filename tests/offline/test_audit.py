@@ -6,8 +6,18 @@ from typing import Any
 
 import pytest
 
-from tests.builders import container, pod
+from tests.builders import (
+    claim_objects,
+    claim_spec,
+    claim_template,
+    claiming_pod,
+    container,
+    dra_engine,
+    pod,
+)
 from webhook.engine import Engine, RuleOutcome
+from webhook.engine.claims import ClaimSource
+from webhook.engine.pod_claims import ClaimObjects
 from webhook.engine.templates import CONTROLLER_KINDS, POD, template_kinds
 from webhook.offline.audit import (
     AuditSummary,
@@ -165,6 +175,73 @@ class TestJudgeObject:
         assert finding.verdict == "denied"
         assert finding.rules == ()
         assert finding.message.startswith("malformed object: ")
+
+
+@pytest.fixture(scope="module")
+def dra() -> Engine:
+    """Inference on DRA pools, training on pools of both kinds."""
+    return dra_engine()
+
+
+class TestClaimsOfDraPods:
+    """A pod claiming GPUs is judged by the templates its claims name, as read."""
+
+    def test_a_pod_whose_template_asks_for_one_gpu_passes_unwarned(self, dra: Engine) -> None:
+        asked: list[tuple[str, tuple[ClaimSource, ...]]] = []
+
+        def claims_of(namespace: str, sources: tuple[ClaimSource, ...]) -> ClaimObjects:
+            asked.append((namespace, sources))
+            return claim_objects(claim_template("one-gpu"))
+
+        [finding] = judge_object(dra, stored(claiming_pod()), POD, claims_of=claims_of)
+
+        assert finding.verdict == "passed"
+        assert outcomes(finding)["resource-claims"] == "pass"
+        assert asked == [("ml", (ClaimSource("ResourceClaimTemplate", "one-gpu"),))]
+
+    def test_a_template_asking_more_than_any_node_holds_denies_the_pod(self, dra: Engine) -> None:
+        nine = claim_objects(claim_template("one-gpu", claim_spec(count=9)))
+
+        [finding] = judge_object(dra, stored(claiming_pod()), POD, claims_of=lambda *_: nine)
+
+        assert finding.verdict == "denied"
+        assert "claim 'gpu' (ResourceClaimTemplate 'one-gpu')" in finding.message
+
+    def test_a_template_deleted_since_denies_the_pod_as_its_create_would_be_today(
+        self, dra: Engine
+    ) -> None:
+        gone = ClaimObjects(missing=frozenset({ClaimSource("ResourceClaimTemplate", "one-gpu")}))
+
+        [finding] = judge_object(dra, stored(claiming_pod()), POD, claims_of=lambda *_: gone)
+
+        assert finding.verdict == "denied"
+        assert "does not exist" in finding.message
+
+    def test_claims_not_read_are_not_judged_and_the_pod_is_warned(self, dra: Engine) -> None:
+        [finding] = judge_object(dra, stored(claiming_pod()), POD)
+
+        assert finding.verdict == "warned"
+        assert outcomes(finding)["claims-not-judged"] == "warn"
+
+    def test_a_workload_template_is_judged_by_the_templates_it_names(self, dra: Engine) -> None:
+        template = {k: v for k, v in claiming_pod().items() if k in ("metadata", "spec")}
+
+        [finding] = judge_object(
+            dra,
+            workload("Deployment", template),
+            DEPLOYMENT,
+            claims_of=lambda *_: claim_objects(claim_template("one-gpu")),
+        )
+
+        assert finding.verdict == "passed"
+
+    def test_a_pod_without_claims_reads_nothing(self, dra: Engine) -> None:
+        def claims_of(namespace: str, sources: tuple[ClaimSource, ...]) -> ClaimObjects:
+            raise AssertionError("read for a pod without claims")
+
+        [finding] = judge_object(dra, stored(pod("training")), POD, claims_of=claims_of)
+
+        assert finding.verdict == "passed"
 
 
 class TestLeftToOwner:

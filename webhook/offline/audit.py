@@ -6,10 +6,13 @@ holding that against it would flag every one of them. So the pod is taken as its
 creator sent it (``as_created``: without its status, and without the node the
 scheduler bound it to), our mutation is applied, and the result is validated, with
 every rule's outcome. A pod that was mutated at its CREATE comes out the same, our
-mutation being idempotent. A workload is judged by each of its pod templates, as the
-pod its controller creates (requests defaulted from limits, then our mutation), the
-way the workload webhook judges it at apply time; a workload whose controller is of
-a kind judged too (a Deployment's ReplicaSet, a CronJob's Job) is left to its owner.
+mutation being idempotent. A pod's claims of Dynamic Resource Allocation are judged by
+the ResourceClaimTemplates and ResourceClaims they name as ``claims_of`` reads them (the
+cluster's as they are now); without it they are not judged, with a warning. A workload
+is judged by each of its pod templates, as the pod its controller creates (requests
+defaulted from limits, then our mutation), the way the workload webhook judges it at
+apply time; a workload whose controller is of a kind judged too (a Deployment's
+ReplicaSet, a CronJob's Job) is left to its owner.
 
 ``AuditSummary`` adds findings up by verdict, by rule and by namespace, one finding
 at a time, so an audit of a large cluster keeps only its findings.
@@ -19,15 +22,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import jsonpatch
 
 from webhook.engine import AdmissionRequest, Engine, RuleOutcome
+from webhook.engine.claims import ClaimSource
 from webhook.engine.decision import EXEMPTION
 from webhook.engine.inventory import UNKNOWN, Inventory
+from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
 from webhook.engine.templates import POD, TemplateKind, pod_from_template, pod_templates
 from webhook.engine.workloads import field_path
 from webhook.errors import MalformedObject
@@ -37,6 +42,9 @@ VERDICTS: tuple[Verdict, ...] = ("denied", "warned", "audited", "exempted", "pas
 """What the webhooks would make of one pod: refuse it (an enforced rule fails, or the
 object cannot be read), admit it with a warning, admit it and record an audited
 violation, admit it unjudged (a policy exemption), or admit it."""
+
+ClaimsOf = Callable[[str, tuple[ClaimSource, ...]], ClaimObjects]
+"""The ResourceClaimTemplates and ResourceClaims of a namespace named by a pod, as read."""
 
 OUTCOMES = ("pass", "fail", "warn", "audit", "skip")
 
@@ -111,12 +119,13 @@ def judge_object(
     obj: dict[str, Any],
     kind: TemplateKind,
     inventory: Inventory = UNKNOWN,
+    claims_of: ClaimsOf | None = None,
 ) -> list[Finding]:
     """The findings of one listed object of `kind`: one for a Pod, one per pod template of
     a workload (none for a workload with no template)."""
     subject = subject_of(obj)
     if kind is POD:
-        return [judge_pod(engine, subject, as_created(obj), inventory)]
+        return [judge_pod(engine, subject, as_created(obj), inventory, claims_of)]
     try:
         templates = pod_templates(obj, kind)
     except MalformedObject as error:
@@ -127,23 +136,32 @@ def judge_object(
             dataclasses.replace(subject, template=field_path(pointer)),
             pod_from_template(template),
             inventory,
+            claims_of,
         )
         for pointer, template in templates
     ]
 
 
 def judge_pod(
-    engine: Engine, subject: Subject, pod: dict[str, Any], inventory: Inventory = UNKNOWN
+    engine: Engine,
+    subject: Subject,
+    pod: dict[str, Any],
+    inventory: Inventory = UNKNOWN,
+    claims_of: ClaimsOf | None = None,
 ) -> Finding:
     """Mutate `pod`, apply the patch as kube-apiserver does, validate the result."""
     request = AdmissionRequest.pod_create(
         f"audit:{subject.uid or subject.name}", subject.namespace, subject.name, pod
     )
-    mutation = engine.mutate(request, inventory)
+    sources = engine.claim_sources(request)
+    claims = claims_of(subject.namespace, sources) if sources and claims_of else NO_CLAIMS
+    mutation = engine.mutate(request, inventory, claims)
     if not mutation.allowed:
         return Finding(subject, "denied", mutation.message)
     mutated: dict[str, Any] = jsonpatch.apply_patch(pod, list(mutation.patch))
-    decision = engine.validate(dataclasses.replace(request, object=mutated), inventory)
+    decision = engine.validate(
+        dataclasses.replace(request, object=mutated), inventory, claims=claims
+    )
     exemption = decision.audit_annotations.get(EXEMPTION, "")
     outcomes = {rule.outcome for rule in decision.rules}
     verdict: Verdict

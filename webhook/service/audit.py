@@ -7,7 +7,9 @@ engine judges at apply time is listed (Pods, the built-in controllers and the
 policy's workload kinds), in each opted-in namespace by its namespaced calls (across
 the cluster only for ``all_namespaces``), page by page and judged as it comes
 (``webhook.offline.audit``); a kind the cluster does not serve is skipped, one the
-credentials may not list is reported in ``unlisted``. Capacity rules judge against
+credentials may not list is reported in ``unlisted``. The ResourceClaimTemplates and
+ResourceClaims pods name are read as they are met (``audit_claims``), when the cluster
+serves ``resource.k8s.io/v1``. Capacity rules judge against
 the Nodes and PriorityClasses as they are (``inventory``), read once when not given.
 """
 
@@ -24,13 +26,21 @@ from webhook.engine.templates import POD, TemplateKind
 from webhook.install.configurations import ALWAYS_EXEMPT_NAMESPACES
 from webhook.install.names import NAMESPACE
 from webhook.kube.api_errors import ApiException, api_error_message
+from webhook.kube.claims import RESOURCE_GROUP, RESOURCE_VERSION
 from webhook.kube.listing import (
     list_kind,
     namespaces_in_scope,
     preferred_versions,
     read_inventory,
 )
-from webhook.offline.audit import AuditSummary, Finding, judge_object, left_to_owner
+from webhook.offline.audit import (
+    AuditSummary,
+    ClaimsOf,
+    Finding,
+    judge_object,
+    left_to_owner,
+)
+from webhook.service.audit_claims import ClaimReads
 from webhook.service.inventory import inventory_label_keys
 
 __all__ = ["AuditRun", "audit_cluster", "namespaces_to_audit"]
@@ -96,6 +106,9 @@ def audit_cluster(
     in_scope = frozenset(namespaces)
     listed_in = None if all_namespaces else namespaces
     versions = preferred_versions(api)
+    claims_of = (
+        ClaimReads(api, run.unlisted) if versions.get(RESOURCE_GROUP) == RESOURCE_VERSION else None
+    )
     for kind in engine.kinds:
         version = versions.get(kind.group)
         if version is None:
@@ -106,7 +119,9 @@ def audit_cluster(
         try:
             pages = list_kind(api, kind, version, namespaces=listed_in, progress=listed)
             for page in pages:
-                for finding in _judge_page(engine, kind, page.items, in_scope, inventory):
+                for finding in _judge_page(
+                    engine, kind, page.items, in_scope, inventory, claims_of
+                ):
                     run.summary.add(finding)
                     if keep(finding):
                         run.findings.append(finding)
@@ -130,10 +145,11 @@ def _judge_page(
     items: Iterable[dict[str, Any]],
     in_scope: frozenset[str],
     inventory: Inventory,
+    claims_of: ClaimsOf | None,
 ) -> Iterator[Finding]:
     for item in items:
         if (item.get("metadata") or {}).get("namespace") not in in_scope:
             continue
         if kind is not POD and left_to_owner(item, engine.kinds):
             continue
-        yield from judge_object(engine, item, kind, inventory)
+        yield from judge_object(engine, item, kind, inventory, claims_of)

@@ -1,0 +1,107 @@
+"""The ResourceClaimTemplates and ResourceClaims the audited pods name, read from the cluster.
+
+A pod claiming GPUs through Dynamic Resource Allocation is judged by what its claims
+ask for, as at its CREATE (``webhook.offline.audit``), so the audit reads the objects its
+claims name, as the webhook does for a review. Pods of one workload all name the same
+template: each is read once per run (a cache of ``MAX_CACHED`` of them, the least
+recently used dropped first), each read waiting at most ``TIMEOUT_SECONDS``.
+
+Unlike a review, which fails closed, the audit reports what it could not read and goes
+on: credentials that may not ``get`` a kind (403) stop its reads for the rest of the
+run, and the claims naming one not read are left unjudged (the pod is ``warned`` with
+``claims-not-judged``), never guessed at or held against the pod. The reasons are the
+run's ``unlisted``, by kind. A template or claim that does not exist is an answer: a pod
+naming it would be refused at its CREATE today.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import MutableMapping
+from typing import Any
+
+from webhook.engine.claims import ClaimSource
+from webhook.engine.pod_claims import ClaimObjects
+from webhook.kube.api_errors import CLUSTER_ERRORS, FORBIDDEN, ApiException, api_error_message
+from webhook.kube.claims import TIMEOUT_SECONDS, fetch_claim_object
+
+__all__ = ["MAX_CACHED", "ClaimReads"]
+
+log = logging.getLogger("gpu_admission.audit")
+
+MAX_CACHED = 4096
+"""Templates and claims kept once read (a few KiB each)."""
+
+_UNREAD = object()
+"""Cached for an object whose read failed: not asked for again in the run."""
+
+
+class ClaimReads:
+    """Reads the objects audited pods name, each once; called as ``claims_of`` by
+    ``webhook.offline.audit.judge_object``."""
+
+    def __init__(
+        self,
+        api: Any,
+        not_read: MutableMapping[str, str],
+        *,
+        timeout: float = TIMEOUT_SECONDS,
+        max_cached: int = MAX_CACHED,
+    ) -> None:
+        self._api = api
+        self._not_read = not_read
+        """Kind -> why objects of it could not be read (the run's ``unlisted``)."""
+        self._timeout = timeout
+        self._max_cached = max_cached
+        self._known: OrderedDict[tuple[str, ClaimSource], Any] = OrderedDict()
+        self._forbidden: set[str] = set()
+        self.reads = 0
+        """Reads asked of kube-apiserver so far."""
+
+    def __call__(self, namespace: str, sources: tuple[ClaimSource, ...]) -> ClaimObjects:
+        found: dict[ClaimSource, Any] = {}
+        missing: set[ClaimSource] = set()
+        all_read = True
+        for source in sources:
+            known = self._read(namespace, source)
+            if known is _UNREAD:
+                all_read = False
+            elif known is None:
+                missing.add(source)
+            else:
+                found[source] = known
+        return ClaimObjects(found=found, missing=frozenset(missing), looked_up=all_read)
+
+    def _read(self, namespace: str, source: ClaimSource) -> Any:
+        key = (namespace, source)
+        if key in self._known:
+            self._known.move_to_end(key)
+            return self._known[key]
+        if source.kind in self._forbidden:
+            return _UNREAD
+        self.reads += 1
+        try:
+            known: Any = fetch_claim_object(self._api, namespace, source, timeout=self._timeout)
+        except CLUSTER_ERRORS as error:
+            known = _UNREAD
+            self._failed(namespace, source, error)
+        self._known[key] = known
+        if len(self._known) > self._max_cached:
+            self._known.popitem(last=False)
+        return known
+
+    def _failed(self, namespace: str, source: ClaimSource, error: Exception) -> None:
+        if isinstance(error, ApiException):
+            reason = api_error_message(error)
+            if error.status == FORBIDDEN:
+                self._forbidden.add(source.kind)
+        else:
+            reason = " ".join(str(error).split())[:200] or type(error).__name__
+        self._not_read.setdefault(
+            source.kind, f"could not be read ({reason}); the claims naming one are not judged"
+        )
+        log.warning(
+            "audit: a claim's object could not be read",
+            extra={"namespace": namespace, "object": source.describe(), "reason": reason},
+        )
