@@ -28,6 +28,7 @@ from webhook.service.audit import audit_cluster
 from webhook.service.audit_claims import ClaimReads
 
 from . import dra
+from .admission_fixtures import OPT_IN
 from .controlplane import ControlPlane
 from .nodes import MODEL_LABEL, POOL_LABEL, NodeSpec, Taint, nodes_in_pool, register_node
 from .waiting import wait_for
@@ -371,6 +372,25 @@ class TestAudit:
         assert after.verdict == "denied"
         assert "claim 'c0' (ResourceClaimTemplate 'one-gpu') does not exist" in after.message
 
+    def test_a_running_pod_is_judged_by_the_mig_devices_the_slices_offer_now(
+        self, controlplane: ControlPlane, plain_namespace: str
+    ) -> None:
+        profile = f"device.attributes['{dra.DRIVER}'].profile == '2g.10gb'"
+        controlplane.apply(
+            documents(
+                template("slice", dra.MIG_CLASS, 1, profile), pod("sliced", "inference", "slice")
+            ),
+            namespace=plain_namespace,
+        )
+        [(key, value)] = OPT_IN.items()
+        controlplane.kubectl("label", "namespace", plain_namespace, f"{key}={value}")
+
+        finding = audited_pods(controlplane, plain_namespace)["sliced"]
+
+        assert finding.verdict == "denied"
+        assert "asks for MIG profile 2g.10gb" in finding.message
+        assert "offered: 1g.5gb" in finding.message
+
     def test_templates_the_credentials_may_not_read_are_reported_once_and_not_judged(
         self, controlplane: ControlPlane, opted_in: str
     ) -> None:
@@ -388,7 +408,10 @@ class TestAudit:
 
         assert (first.found, first.looked_up, again.looked_up) == ({}, False, False)
         assert reads.reads == 1
-        assert not_read["ResourceClaimTemplate"].startswith("could not be read (403 Forbidden")
+        assert not_read["ResourceClaimTemplate"].startswith(
+            "could not be read (forbidden (403): user e2e-dra-audit-nobody may not get "
+            f"resourceclaimtemplates.resource.k8s.io in namespace {opted_in}"
+        )
         assert "the claims naming one are not judged" in not_read["ResourceClaimTemplate"]
 
     def test_each_template_is_read_once_for_every_pod_naming_it(

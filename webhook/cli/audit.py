@@ -45,9 +45,10 @@ CREATE today: a pod as its creator sent it (status and the scheduler's node set
 aside), our mutation applied, then validated; a workload by each pod template.
 Pods created before gpu-admission was installed were never mutated; they are
 judged as if created now. Capacity rules judge against the cluster's Nodes and
-PriorityClasses as they are. A pod's claims of Dynamic Resource Allocation are judged
-by the ResourceClaimTemplates and ResourceClaims they name, each read once (get);
-claims of those the credentials may not read are warned of, not judged. Pages of
+PriorityClasses as they are (with a DRA pool, its ResourceSlices and DeviceClasses
+too). A pod's claims of Dynamic Resource Allocation are judged by the
+ResourceClaimTemplates and ResourceClaims they name, each read once (get); claims
+of those the credentials may not read are warned of, not judged. Pages of
 {PAGE_SIZE} objects; progress on stderr.
 Memory: -o json and -o yaml list every pod and template judged, so the report is
 held whole until written (it grows with what the audited namespaces hold); text

@@ -22,7 +22,14 @@ from typing import Any
 import orjson
 from kubernetes import client
 
-from webhook.engine.inventory import Inventory, node_facts, priority_class_facts
+from webhook.engine.inventory import (
+    DeviceClassFacts,
+    Inventory,
+    ResourceSliceFacts,
+    node_facts,
+    priority_class_facts,
+)
+from webhook.engine.resource_slices import device_class_facts, resource_slice_facts
 from webhook.engine.templates import TemplateKind
 
 __all__ = [
@@ -33,6 +40,7 @@ __all__ = [
     "list_kind",
     "namespaces_in_scope",
     "preferred_versions",
+    "read_dra_inventory",
     "read_inventory",
 ]
 
@@ -158,6 +166,29 @@ def read_inventory(api: Any, node_label_keys: Collection[str] | None = None) -> 
         if (found := priority_class_facts(item)) is not None
     ]
     return Inventory(tuple(sorted(nodes, key=lambda node: node.name)), {c.name: c for c in classes})
+
+
+def read_dra_inventory(
+    api: Any, drivers: Collection[str], attributes: Collection[str]
+) -> tuple[tuple[ResourceSliceFacts, ...], dict[str, DeviceClassFacts]]:
+    """The ResourceSlices of ``drivers`` (only the device ``attributes`` kept, as the live
+    inventory keeps them) and every DeviceClass, as they are now, listed once (no watch).
+    Raises ApiException as the calls do (404 when the cluster does not serve
+    ``resource.k8s.io/v1``, 403 when the credentials may not list them)."""
+    resource: Any = client.ResourceV1Api(api)
+    slices = tuple(
+        facts
+        for items in _pages(resource.list_resource_slice)
+        for item in items
+        if (facts := resource_slice_facts(item, drivers=drivers, attributes=attributes)) is not None
+    )
+    classes = {
+        found.name: found
+        for items in _pages(resource.list_device_class)
+        for item in items
+        if (found := device_class_facts(item)) is not None
+    }
+    return slices, classes
 
 
 def installed_policy(api: Any, namespace: str, deployment: str) -> tuple[str, str]:

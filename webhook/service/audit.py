@@ -10,11 +10,15 @@ the cluster only for ``all_namespaces``), page by page and judged as it comes
 credentials may not list is reported in ``unlisted``. The ResourceClaimTemplates and
 ResourceClaims pods name are read as they are met (``audit_claims``), when the cluster
 serves ``resource.k8s.io/v1``. Capacity rules judge against
-the Nodes and PriorityClasses as they are (``inventory``), read once when not given.
+the Nodes and PriorityClasses as they are (``inventory``), read once when not given,
+with the ResourceSlices and DeviceClasses when a pool of the policy takes GPUs through
+DRA (credentials that may not list them leave those pools to the policy's figures, said
+in ``unlisted``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -25,12 +29,18 @@ from webhook.engine.inventory import Inventory
 from webhook.engine.templates import POD, TemplateKind
 from webhook.install.configurations import ALWAYS_EXEMPT_NAMESPACES
 from webhook.install.names import NAMESPACE
-from webhook.kube.api_errors import ApiException, api_error_message
+from webhook.kube.api_errors import (
+    CLUSTER_ERRORS,
+    ApiException,
+    api_error_message,
+    cluster_error_message,
+)
 from webhook.kube.claims import RESOURCE_GROUP, RESOURCE_VERSION
 from webhook.kube.listing import (
     list_kind,
     namespaces_in_scope,
     preferred_versions,
+    read_dra_inventory,
     read_inventory,
 )
 from webhook.offline.audit import (
@@ -41,7 +51,7 @@ from webhook.offline.audit import (
     left_to_owner,
 )
 from webhook.service.audit_claims import ClaimReads
-from webhook.service.inventory import inventory_label_keys
+from webhook.service.inventory import inventory_label_keys, takes_dra_gpus
 
 __all__ = ["AuditRun", "audit_cluster", "namespaces_to_audit"]
 
@@ -102,7 +112,7 @@ def audit_cluster(
     if not namespaces:
         return run
     if inventory is None:
-        inventory = read_inventory(api, inventory_label_keys(engine.policy))
+        inventory = _read_inventory(api, engine, run.unlisted)
     in_scope = frozenset(namespaces)
     listed_in = None if all_namespaces else namespaces
     versions = preferred_versions(api)
@@ -137,6 +147,24 @@ def audit_cluster(
                 extra={"kind": kind.kind, "reason": run.unlisted[kind.kind]},
             )
     return run
+
+
+def _read_inventory(api: Any, engine: Engine, unlisted: dict[str, str]) -> Inventory:
+    """Nodes and PriorityClasses, and with a DRA pool ResourceSlices and DeviceClasses."""
+    policy = engine.policy
+    inventory = read_inventory(api, inventory_label_keys(policy))
+    if not takes_dra_gpus(policy):
+        return inventory
+    try:
+        slices, classes = read_dra_inventory(api, policy.dra.drivers, policy.dra.attributes)
+    except CLUSTER_ERRORS as error:
+        reason = cluster_error_message(error, api.configuration.host)
+        unlisted["ResourceSlice"] = (
+            f"could not be listed ({reason}); the DRA pools are judged by the policy's figures"
+        )
+        log.warning("audit: ResourceSlices could not be listed", extra={"reason": reason})
+        return inventory
+    return dataclasses.replace(inventory, resource_slices=slices, device_classes=classes)
 
 
 def _judge_page(

@@ -23,7 +23,12 @@ from typing import Any
 
 from webhook.engine.claims import ClaimSource
 from webhook.engine.pod_claims import ClaimObjects
-from webhook.kube.api_errors import CLUSTER_ERRORS, FORBIDDEN, ApiException, api_error_message
+from webhook.kube.api_errors import (
+    CLUSTER_ERRORS,
+    FORBIDDEN,
+    ApiException,
+    cluster_error_message,
+)
 from webhook.kube.claims import TIMEOUT_SECONDS, fetch_claim_object
 
 __all__ = ["MAX_CACHED", "ClaimReads"]
@@ -92,12 +97,9 @@ class ClaimReads:
         return known
 
     def _failed(self, namespace: str, source: ClaimSource, error: Exception) -> None:
-        if isinstance(error, ApiException):
-            reason = api_error_message(error)
-            if error.status == FORBIDDEN:
-                self._forbidden.add(source.kind)
-        else:
-            reason = " ".join(str(error).split())[:200] or type(error).__name__
+        if isinstance(error, ApiException) and error.status == FORBIDDEN:
+            self._forbidden.add(source.kind)
+        reason = cluster_error_message(error, self._api.configuration.host)
         self._not_read.setdefault(
             source.kind, f"could not be read ({reason}); the claims naming one are not judged"
         )
