@@ -430,6 +430,24 @@ class TestAudit:
         assert all(set(a.found) == {one_gpu} and a.missing == {absent} for a in answers)
         assert answers[0].found[one_gpu]["metadata"]["name"] == "one-gpu"
 
+    def test_templates_past_the_cache_s_bounds_are_read_again_never_kept(
+        self, controlplane: ControlPlane, opted_in: str
+    ) -> None:
+        controlplane.apply(documents(template("a"), template("b")), namespace=opted_in)
+        a, b = (ClaimSource("ResourceClaimTemplate", n) for n in ("a", "b"))
+        api = api_client(controlplane.kubeconfig)
+        too_small = ClaimReads(api, {}, max_cached_bytes=100)
+        one_kept = ClaimReads(api, {}, max_cached=1)
+        try:
+            too_small_found = [too_small(opted_in, (a,)).found for _ in range(3)]
+            for source in (a, b, a, a):
+                one_kept(opted_in, (source,))
+        finally:
+            api.close()
+
+        assert too_small.reads == 3 and all(set(f) == {a} for f in too_small_found)
+        assert one_kept.reads == 3  # a, b, a again (b pushed it out), then a kept
+
 
 def test_the_policy_of_this_module_is_valid() -> None:
     engine = serving_engine(mixed_policy_text(), "mixed.yaml")

@@ -3,8 +3,9 @@
 A pod claiming GPUs through Dynamic Resource Allocation is judged by what its claims
 ask for, as at its CREATE (``webhook.offline.audit``), so the audit reads the objects its
 claims name, as the webhook does for a review. Pods of one workload all name the same
-template: each is read once per run (a cache of ``MAX_CACHED`` of them, the least
-recently used dropped first), each read waiting at most ``TIMEOUT_SECONDS``.
+template: each is read once per run (a cache of at most ``MAX_CACHED`` of them and
+``MAX_CACHED_BYTES`` of their JSON, the least recently used dropped first, so a tenant's
+large templates cannot grow the replica), each read waiting at most ``TIMEOUT_SECONDS``.
 
 Unlike a review, which fails closed, the audit reports what it could not read and goes
 on: credentials that may not ``get`` a kind (403) stop its reads for the rest of the
@@ -21,6 +22,8 @@ from collections import OrderedDict
 from collections.abc import MutableMapping
 from typing import Any
 
+import orjson
+
 from webhook.engine.claims import ClaimSource
 from webhook.engine.pod_claims import ClaimObjects
 from webhook.kube.api_errors import (
@@ -31,12 +34,14 @@ from webhook.kube.api_errors import (
 )
 from webhook.kube.claims import TIMEOUT_SECONDS, fetch_claim_object
 
-__all__ = ["MAX_CACHED", "ClaimReads"]
+__all__ = ["MAX_CACHED", "MAX_CACHED_BYTES", "ClaimReads"]
 
 log = logging.getLogger("gpu_admission.audit")
 
 MAX_CACHED = 4096
-"""Templates and claims kept once read (a few KiB each)."""
+"""Templates and claims kept once read (a few KiB each, usually)."""
+MAX_CACHED_BYTES = 32 * 1024 * 1024
+"""Their JSON kept at most: kube-apiserver stores objects of up to about 1.5 MiB."""
 
 _UNREAD = object()
 """Cached for an object whose read failed: not asked for again in the run."""
@@ -53,13 +58,16 @@ class ClaimReads:
         *,
         timeout: float = TIMEOUT_SECONDS,
         max_cached: int = MAX_CACHED,
+        max_cached_bytes: int = MAX_CACHED_BYTES,
     ) -> None:
         self._api = api
         self._not_read = not_read
         """Kind -> why objects of it could not be read (the run's ``unlisted``)."""
         self._timeout = timeout
-        self._max_cached = max_cached
-        self._known: OrderedDict[tuple[str, ClaimSource], Any] = OrderedDict()
+        self._max_cached, self._max_cached_bytes = max_cached, max_cached_bytes
+        self._known: OrderedDict[tuple[str, ClaimSource], tuple[Any, int]] = OrderedDict()
+        """What each read gave, with the size of its JSON."""
+        self._cached_bytes = 0
         self._forbidden: set[str] = set()
         self.reads = 0
         """Reads asked of kube-apiserver so far."""
@@ -82,7 +90,7 @@ class ClaimReads:
         key = (namespace, source)
         if key in self._known:
             self._known.move_to_end(key)
-            return self._known[key]
+            return self._known[key][0]
         if source.kind in self._forbidden:
             return _UNREAD
         self.reads += 1
@@ -91,10 +99,18 @@ class ClaimReads:
         except CLUSTER_ERRORS as error:
             known = _UNREAD
             self._failed(namespace, source, error)
-        self._known[key] = known
-        if len(self._known) > self._max_cached:
-            self._known.popitem(last=False)
+        self._keep(key, known)
         return known
+
+    def _keep(self, key: tuple[str, ClaimSource], known: Any) -> None:
+        size = len(orjson.dumps(known)) if isinstance(known, dict) else 0
+        if size > self._max_cached_bytes:
+            return  # used for this pod, read again for the next
+        self._known[key] = (known, size)
+        self._cached_bytes += size
+        while len(self._known) > self._max_cached or self._cached_bytes > self._max_cached_bytes:
+            _, (_, dropped) = self._known.popitem(last=False)
+            self._cached_bytes -= dropped
 
     def _failed(self, namespace: str, source: ClaimSource, error: Exception) -> None:
         if isinstance(error, ApiException) and error.status == FORBIDDEN:
