@@ -332,6 +332,28 @@ class TestRefusals:
         assert "claim 'c0' (ResourceClaimTemplate 'not-yet') does not exist" in stderr
         assert "create the ResourceClaimTemplate in the pod's namespace before the pod" in stderr
 
+    def test_a_pod_naming_a_template_too_large_to_read_is_refused_with_why(
+        self, controlplane: ControlPlane, opted_in: str
+    ) -> None:
+        big = template("big", "nic.example.com")
+        selectors = [
+            {"cel": {"expression": f'device.driver == "{letter * 9000}"'}}
+            for letter in "abcdefghijklmnopq"
+        ]
+        big["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = selectors
+        controlplane.apply(documents(big), namespace=opted_in)
+
+        stderr = refusal(controlplane, opted_in, pod("naming-big", "inference", "big"))
+        api = api_client(controlplane.kubeconfig)
+        try:
+            audited = ClaimReads(api, {})(opted_in, (ClaimSource("ResourceClaimTemplate", "big"),))
+        finally:
+            api.close()
+
+        assert "claim 'c0' (ResourceClaimTemplate 'big') could not be read" in stderr
+        assert "resourceclaimtemplates 'big' is over 128 KiB" in stderr
+        assert list(audited.unreadable.values()) == ["resourceclaimtemplates 'big' is over 128 KiB"]
+
 
 def audited_pods(controlplane: ControlPlane, namespace: str) -> dict[str, Finding]:
     """The audit's findings on the pods of `namespace`, by pod name."""

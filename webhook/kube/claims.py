@@ -11,14 +11,28 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.engine.claims import TEMPLATE, ClaimSource
-from webhook.kube.reads import read_namespaced
+from webhook.kube.reads import ObjectTooLarge, read_namespaced
 
-__all__ = ["RESOURCE_GROUP", "RESOURCE_VERSION", "TIMEOUT_SECONDS", "fetch_claim_object"]
+__all__ = [
+    "MAX_OBJECT_BYTES",
+    "RESOURCE_GROUP",
+    "RESOURCE_VERSION",
+    "TIMEOUT_SECONDS",
+    "ObjectTooLarge",
+    "fetch_claim_object",
+]
 
 RESOURCE_GROUP = "resource.k8s.io"
 RESOURCE_VERSION = "v1"
 TIMEOUT_SECONDS = 2.0
 """Well within the webhook's own timeout."""
+
+MAX_OBJECT_BYTES = 128 * 1024
+"""The largest template or claim read. One for GPUs is a few KiB; a shared ResourceClaim
+with its status (allocation, 256 consumers at most, devices' data) and managed fields
+stays well under this. A review reads up to 64 at once, so a tenant's 1.5 MiB templates
+cannot make one review hold a hundred MiB: a larger one is not read, and the pod naming
+it is refused with why."""
 
 PLURALS = {TEMPLATE: "resourceclaimtemplates"}
 """The plural of each kind a pod names; a ResourceClaim otherwise."""
@@ -28,8 +42,16 @@ def fetch_claim_object(
     api: Any, namespace: str, source: ClaimSource, *, timeout: float = TIMEOUT_SECONDS
 ) -> dict[str, Any] | None:
     """The template or claim `source` names in `namespace`, as a JSON dict; None when it
-    does not exist (404). Other API errors, and timeouts, raise."""
+    does not exist (404). Other API errors, and timeouts, raise; so does one over
+    `MAX_OBJECT_BYTES` (ObjectTooLarge)."""
     plural = PLURALS.get(source.kind, "resourceclaims")
     return read_namespaced(
-        api, RESOURCE_GROUP, RESOURCE_VERSION, namespace, plural, source.name, timeout=timeout
+        api,
+        RESOURCE_GROUP,
+        RESOURCE_VERSION,
+        namespace,
+        plural,
+        source.name,
+        timeout=timeout,
+        max_bytes=MAX_OBJECT_BYTES,
     )

@@ -12,7 +12,8 @@ on: credentials that may not ``get`` a kind (403) stop its reads for the rest of
 run, and the claims naming one not read are left unjudged (the pod is ``warned`` with
 ``claims-not-judged``), never guessed at or held against the pod. The reasons are the
 run's ``unlisted``, by kind. A template or claim that does not exist is an answer: a pod
-naming it would be refused at its CREATE today.
+naming it would be refused at its CREATE today, and so would one naming an object too
+large to read (``MAX_OBJECT_BYTES``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from webhook.kube.api_errors import (
     ApiException,
     cluster_error_message,
 )
-from webhook.kube.claims import TIMEOUT_SECONDS, fetch_claim_object
+from webhook.kube.claims import TIMEOUT_SECONDS, ObjectTooLarge, fetch_claim_object
 
 __all__ = ["MAX_CACHED", "MAX_CACHED_BYTES", "ClaimReads"]
 
@@ -45,6 +46,11 @@ MAX_CACHED_BYTES = 32 * 1024 * 1024
 
 _UNREAD = object()
 """Cached for an object whose read failed: not asked for again in the run."""
+
+
+class _TooLarge(str):
+    """Cached for an object too large to read (``ObjectTooLarge``), with why: a pod naming
+    it would be refused at its CREATE today, and so is judged."""
 
 
 class ClaimReads:
@@ -75,6 +81,7 @@ class ClaimReads:
     def __call__(self, namespace: str, sources: tuple[ClaimSource, ...]) -> ClaimObjects:
         found: dict[ClaimSource, Any] = {}
         missing: set[ClaimSource] = set()
+        too_large: dict[ClaimSource, str] = {}
         all_read = True
         for source in sources:
             known = self._read(namespace, source)
@@ -82,9 +89,13 @@ class ClaimReads:
                 all_read = False
             elif known is None:
                 missing.add(source)
+            elif isinstance(known, _TooLarge):
+                too_large[source] = str(known)
             else:
                 found[source] = known
-        return ClaimObjects(found=found, missing=frozenset(missing), looked_up=all_read)
+        return ClaimObjects(
+            found=found, missing=frozenset(missing), unreadable=too_large, looked_up=all_read
+        )
 
     def _read(self, namespace: str, source: ClaimSource) -> Any:
         key = (namespace, source)
@@ -96,6 +107,8 @@ class ClaimReads:
         self.reads += 1
         try:
             known: Any = fetch_claim_object(self._api, namespace, source, timeout=self._timeout)
+        except ObjectTooLarge as error:
+            known = _TooLarge(error)
         except CLUSTER_ERRORS as error:
             known = _UNREAD
             self._failed(namespace, source, error)
