@@ -27,7 +27,7 @@ from tests.conftest import Review
 from webhook.engine import Engine
 from webhook.engine.claims import TEMPLATE, ClaimSource
 from webhook.http.app import INLINE_BODY_BYTES, create_app
-from webhook.http.claim_reader import ClaimReader, ReadClaim
+from webhook.http.claim_reader import CONCURRENT_READS, ClaimReader, ReadClaim
 from webhook.http.offload import ReviewWorker
 from webhook.http.review import read_request
 
@@ -45,11 +45,16 @@ class Cluster:
         self.delay = delay
         self.error = error
         self.lock = threading.Lock()
+        self.in_flight = self.most_in_flight = 0
 
     def read(self, namespace: str, source: ClaimSource) -> Mapping[str, Any] | None:
         with self.lock:
             self.reads.append((namespace, source))
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
         time.sleep(self.delay)
+        with self.lock:
+            self.in_flight -= 1
         if self.error is not None:
             raise self.error
         return TEMPLATES.get(source.name) if namespace == "ml" else None
@@ -127,6 +132,21 @@ def test_a_slow_cluster_costs_the_bounded_wait_not_the_review(dra: Engine, revie
     assert time.perf_counter() - started < 0.9
     assert set(objects.unreadable.values()) == {"no answer from the cluster within 0.1 s"}
     assert len(slow.reads) == 2  # both asked at once
+
+
+def test_the_reads_of_all_reviews_share_threads_of_their_own(dra: Engine, review: Review) -> None:
+    cluster = Cluster(delay=0.5)
+    reader = ClaimReader(cluster.read, 10.0)
+    pods = [claiming_pod(**{f"c{i}": f"t{n}-{i}" for i in range(20)}) for n in range(2)]
+    requests = [read_request(orjson.dumps(review(p))) for p in pods]
+
+    async def both() -> list[Any]:
+        return list(await asyncio.gather(*(reader.objects(dra, r) for r in requests)))
+
+    answers = asyncio.run(both())
+
+    assert len(cluster.reads) == 40 and all(len(a.missing) == 20 for a in answers)
+    assert cluster.most_in_flight == CONCURRENT_READS
 
 
 @pytest.mark.parametrize("endpoint", ["/mutate", "/validate"])

@@ -2,7 +2,10 @@
 
 The engine says which it needs (``Engine.claim_sources``: none for a pod without claims,
 so ordinary pods cost nothing here); each is read by a blocking call in a worker thread,
-all at once, and the whole read is given up on after ``seconds``. What could not be
+all at once, and the whole read is given up on after ``seconds``. The reads of all
+reviews share ``CONCURRENT_READS`` threads of their own, so pods naming dozens of
+templates each can hold up other claiming pods (up to the bounded wait) but never the
+threads the reads of autoscalers' targets run on. What could not be
 read in time, or failed, is handed to the engine as unreadable with the reason, and
 the engine refuses the pod with it (webhooks fail closed): it never guesses what a
 claim asks for.
@@ -13,10 +16,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from fastapi.concurrency import run_in_threadpool
+import anyio
+import anyio.to_thread
 
 from webhook.engine import AdmissionRequest, Engine
 from webhook.engine.claims import ClaimSource
@@ -27,11 +31,22 @@ log = logging.getLogger("gpu_admission.http")
 ReadClaim = Callable[[str, ClaimSource], Mapping[str, Any] | None]
 """Reads one template or claim of a namespace (a blocking call); None when it does not exist."""
 
+CONCURRENT_READS = 16
+"""Reads in flight at once, for all reviews together (the thread pool's other 40 threads
+stay for the rest): a review names at most 64, and a read takes milliseconds."""
 
-@dataclass(frozen=True)
+
+@dataclass
 class ClaimReader:
     read: ReadClaim
     seconds: float
+    _threads: anyio.CapacityLimiter | None = field(default=None, init=False, repr=False)
+    """Made on first use: an anyio limiter needs a running event loop."""
+
+    def _limiter(self) -> anyio.CapacityLimiter:
+        if self._threads is None:
+            self._threads = anyio.CapacityLimiter(CONCURRENT_READS)
+        return self._threads
 
     async def objects(self, engine: Engine, request: AdmissionRequest) -> ClaimObjects:
         """The objects of the claims the pods of `request` name; NO_CLAIMS when they
@@ -45,8 +60,11 @@ class ClaimReader:
         self, namespace: str, sources: tuple[ClaimSource, ...], uid: str = ""
     ) -> ClaimObjects:
         """Each of `sources` in `namespace`, read at once, waiting at most ``seconds``."""
+        limiter = self._limiter()
         reads = {
-            source: asyncio.ensure_future(run_in_threadpool(self.read, namespace, source))
+            source: asyncio.ensure_future(
+                anyio.to_thread.run_sync(self.read, namespace, source, limiter=limiter)
+            )
             for source in sources
         }
         await asyncio.wait(reads.values(), timeout=self.seconds)
