@@ -9,9 +9,9 @@ the cluster only for ``all_namespaces``), page by page and judged as it comes
 (``webhook.offline.audit``); a kind the cluster does not serve is skipped, one the
 credentials may not list is reported in ``unlisted``. The ResourceClaimTemplates and
 ResourceClaims pods name are read as they are met (``audit_claims``), when the cluster
-serves ``resource.k8s.io/v1``. Capacity rules judge against
-the Nodes and PriorityClasses as they are (``inventory``), read once when not given,
-with the ResourceSlices and DeviceClasses when a pool of the policy takes GPUs through
+serves ``resource.k8s.io/v1``. Capacity rules judge against the Nodes and
+PriorityClasses as they are (``inventory``), read once when not given, with the
+ResourceSlices and DeviceClasses when a pool of the policy takes GPUs through
 DRA (credentials that may not list them leave those pools to the policy's figures, said
 in ``unlisted``).
 """
