@@ -190,8 +190,12 @@ class TestCheck:
             "value": "inference-priority",
         } in deployment["patch"]
         assert "+  priorityClassName: inference-priority\n" in deployment["diff"]
-        assert [(p["pool"], p["model"], p["reachable"]) for p in deployment["placement"]] == [
-            ("inference", "A100", "yes"), ("training", "V100", "no"), ("training", "A100", "no"),
+        assert [(p["pool"], p["model"], p["nodes"], p["reachable"]) for p in deployment["placement"]] == [
+            ("inference", "A100", "listed", "yes"), ("inference", "", "unlisted-model", "yes"),
+            ("inference", "", "no-model", "yes"), ("training", "V100", "listed", "no"),
+            ("training", "A100", "listed", "no"), ("training", "", "unlisted-model", "no"),
+            ("training", "", "no-model", "no"), ("", "", "unknown-pool", "no"),
+            ("", "", "unknown-pool", "no"),
         ]  # fmt: skip
         assert (job["verdict"], job["message"][:40]) == (
             "denied",
@@ -226,7 +230,8 @@ class TestCheck:
         report = json.loads(capsys.readouterr().out)
         assert code == 0
         assert report["policy"] == str(POLICIES / "overflow.yaml")
-        assert [p["reachable"] for p in report["pods"][0]["placement"]] == ["yes", "yes", "yes"]
+        listed = [p for p in report["pods"][0]["placement"] if p["nodes"] == "listed"]
+        assert [p["reachable"] for p in listed] == ["yes", "yes", "yes"]
 
     def test_broken_yaml_exits_2_naming_the_file_and_line(
         self, tmp_path: Path, capsys: Capture

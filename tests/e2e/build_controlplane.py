@@ -4,8 +4,10 @@ The versions are pinned by the wrapper Go module in ``tests/e2e/controlplane``
 (and Helm's by ``tests/e2e/helm``, a module of its own: it needs newer k8s.io
 modules than the control plane's); this script only turns them into binaries
 in a per-version cache directory, so a test run pays the (long) build once per
-machine. It deliberately imports nothing from the project so that it also runs
-as a plain script:
+machine. The placement oracle of ``tests/differential`` (a small Go program of
+Kubernetes' scheduling helpers) is built here too, into a directory named by a
+hash of its sources. It deliberately imports nothing from the project so that it
+also runs as a plain script:
 
     python -m tests.e2e.build_controlplane
     python tests/e2e/build_controlplane.py
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import datetime
 import fcntl
+import hashlib
 import os
 import re
 import shutil
@@ -28,6 +31,8 @@ from typing import NamedTuple
 
 MODULE_DIR = Path(__file__).resolve().parent / "controlplane"
 HELM_MODULE_DIR = Path(__file__).resolve().parent / "helm"
+ORACLE_MODULE_DIR = Path(__file__).resolve().parents[1] / "differential" / "oracle"
+ORACLE_SOURCES = ("go.mod", "go.sum", "main.go")
 HELM_MODULE = "helm.sh/helm/v4"
 
 # How often a build that is still running says so: a cold kube-apiserver build
@@ -65,6 +70,12 @@ BINARIES: tuple[Binary, ...] = (
     Binary("kube-scheduler", "k8s.io/kubernetes/cmd/kube-scheduler", 1),
     Binary("kubectl", "k8s.io/kubernetes/cmd/kubectl", 1.5),
     Binary("helm", f"{HELM_MODULE}/cmd/helm", 5, HELM_MODULE_DIR, HELM_MODULE),
+)
+
+
+# Not a control-plane binary: it is built on its own (ensure_oracle), from its own module.
+ORACLE = Binary(
+    "placement-oracle", "gpu-admission/tests/differential/oracle", 0.5, ORACLE_MODULE_DIR
 )
 
 
@@ -290,8 +301,30 @@ def ensure_binaries() -> Path:
     return directory
 
 
+def oracle_path() -> Path:
+    """Where the placement oracle lives: under a hash of its go.mod, go.sum and main.go,
+    so that an edit of any of them builds it again."""
+    digest = hashlib.sha256()
+    for name in ORACLE_SOURCES:
+        digest.update(f"{name}\0".encode() + (ORACLE.module_dir / name).read_bytes() + b"\0")
+    return cache_root() / f"placement-oracle-{digest.hexdigest()[:16]}" / ORACLE.name
+
+
+def ensure_oracle() -> Path:
+    """Build the placement oracle unless built already, and return its path."""
+    target = oracle_path()
+    if target.is_file():
+        return target
+    go = _go_command()
+    with _exclusive(target.parent / "build.lock"):
+        if not target.is_file():
+            _build_one(go, ORACLE, target, [], plan_progress([ORACLE])[0])
+    return target
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Build what is missing and print the directory. With ``--before-tests`` (what
+    """Build what is missing (the placement oracle first, a quick build) and print the
+    control plane's directory. With ``--before-tests`` (what
     `make test` runs before pytest, so that a cold build shows its progress instead
     of sitting behind pytest's output capture) it follows ``GPU_ADMISSION_E2E`` as
     the tests do: nothing when off, and without Go a note rather than a failure
@@ -301,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     if before_tests and mode == "off":
         return 0
     try:
+        ensure_oracle()
         print(ensure_binaries())
     except GoToolchainMissing as error:
         _log(str(error))

@@ -16,6 +16,7 @@ from tests.builders import GPU_MODEL, admitted, container, pod, pod_create
 from webhook.engine import Decision, Engine
 from webhook.engine.inventory import Inventory, NodeFacts
 from webhook.policy import load_default_policy, load_policy_text
+from webhook.policy.compiled import Taint
 
 TOLERATE_TRAINING = {"key": "gpu-pool", "operator": "Exists"}
 
@@ -26,8 +27,11 @@ def engine() -> Engine:
 
 
 def node(name: str, labels: dict[str, str], **allocatable: int) -> NodeFacts:
+    """A node as clusters following the practice have it: a GPU pool's tainted with its pool."""
     resources = {f"nvidia.com/{k.replace('_', '.')}": Decimal(v) for k, v in allocatable.items()}
-    return NodeFacts(name, labels, True, resources)
+    pool = labels.get("gpu-pool")
+    taints = (Taint("gpu-pool", pool, "NoSchedule"),) if pool else ()
+    return NodeFacts(name, labels, True, resources, taints)
 
 
 INFERENCE_A100 = {"gpu-pool": "inference", "nvidia-gpu-model": "A100"}

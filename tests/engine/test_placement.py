@@ -113,10 +113,15 @@ def test_reach_lists_every_pool_and_model_with_why_it_is_unreachable() -> None:
     reach = reach_of(
         policy, read_pod(pod(tolerations=[{"key": "gpu-pool", "value": "training"}]), policy)
     )
-    summary = {(r.kind.pool, r.kind.model): r.reachable for r in reach}
+    summary = {(r.kind.pool, r.kind.model or r.kind.shape): r.reachable for r in reach}
     assert summary == {
         ("inference", "A100"): False,
+        ("inference", "unlisted-model"): False,
+        ("inference", "no-model"): False,
         ("training", "V100"): True,
         ("training", "A100"): True,
+        ("training", "unlisted-model"): True,
+        ("training", "no-model"): True,
+        ("", "unknown-pool"): False,
     }
     assert [t.describe() for t in reach[0].untolerated] == ["gpu-pool=inference:NoSchedule"]

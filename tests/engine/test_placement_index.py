@@ -115,19 +115,21 @@ def test_no_kind_the_pod_possibly_reaches_is_left_out(
 ) -> None:
     policy = POLICIES[policy_name]
     view = read_pod(pod(**spec), policy)
-    candidates = [(k.pool, k.model) for k in PlacementIndex.of(policy).candidates(view, workload)]
-    reachable = [(r.kind.pool, r.kind.model) for r in reach_of(policy, view) if r.possibly]
+    position = {id(kind): index for index, kind in enumerate(policy.node_kinds)}
+    found = PlacementIndex.of(policy).candidates(view, workload)
+    candidates = [position[id(k)] for k in found]
+    reachable = [position[id(r.kind)] for r in reach_of(policy, view) if r.possibly]
     assert set(reachable) <= set(candidates)
-    every = [(k.pool, k.model) for k in policy.node_kinds]
-    assert candidates == [kind for kind in every if kind in candidates]
+    assert candidates == sorted(candidates)
     if workload in policy.classes:
-        own = [(p, m) for p, m in every if p in policy.classes[workload].pools]
+        pools = policy.classes[workload].pools
+        own = [position[id(k)] for k in policy.node_kinds if k.pool in pools]
         assert set(own) <= set(candidates)
 
 
 def kinds_of(policy: Policy, spec: dict[str, Any], workload: str | None = None) -> list[str]:
     candidates = PlacementIndex.of(policy).candidates(read_pod(pod(**spec), policy), workload)
-    return [f"{k.pool}/{k.model}" for k in candidates]
+    return [f"{k.pool}/{k.model or k.shape}" for k in candidates]
 
 
 def pool_in(*values: str) -> dict[str, Any]:
@@ -138,14 +140,15 @@ def pool_in(*values: str) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("spec", "workload", "expected"),
     [
-        ({"affinity": pool_in("b")}, None, ["b/A100"]),
-        ({"affinity": pool_in("b")}, "one", ["a/A100", "a/V100", "b/A100"]),
-        ({"nodeSelector": {"gpu-pool": "b", "gpu-model": "V100"}}, None, []),
-        ({"nodeSelector": {"rack": "r1"}}, None, ["d/V100", "e/V100"]),
-        ({"affinity": {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu-pool", "operator": "NotIn", "values": ["d"]}]}]}}}}, None, ["d/V100", "e/V100"]),
-        ({"affinity": {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [{}]}}}}, "three", ["d/V100"]),
-        ({"tolerations": [{"key": "shared", "operator": "Exists"}]}, None, ["c/L40S", "d/V100", "e/V100"]),
-        ({"tolerations": [{"operator": "Exists"}]}, None, ["a/A100", "a/V100", "b/A100", "c/L40S", "d/V100", "e/V100"]),
+        ({"affinity": pool_in("b")}, None, ["b/A100", "b/unlisted-model", "b/no-model"]),
+        ({"affinity": pool_in("b")}, "one", ["a/A100", "a/V100", "a/unlisted-model", "a/no-model", "b/A100", "b/unlisted-model", "b/no-model"]),
+        ({"nodeSelector": {"gpu-pool": "b", "gpu-model": "V100"}}, None, ["b/unlisted-model"]),
+        ({"nodeSelector": {"rack": "r1"}}, None, ["d/V100", "d/unlisted-model", "d/no-model", "e/V100", "e/unlisted-model", "e/no-model"]),
+        ({"affinity": {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu-pool", "operator": "NotIn", "values": ["d"]}]}]}}}}, None, ["d/V100", "d/unlisted-model", "d/no-model", "e/V100", "e/unlisted-model", "e/no-model"]),
+        ({"affinity": {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [{}]}}}}, "three", ["d/V100", "d/unlisted-model", "d/no-model"]),
+        ({"tolerations": [{"key": "shared", "operator": "Exists"}]}, None, ["c/L40S", "c/unlisted-model", "c/no-model", "d/V100", "d/unlisted-model", "d/no-model", "e/V100", "e/unlisted-model", "e/no-model"]),
+        ({"tolerations": [{"key": "gpu-pool", "operator": "Equal", "value": "x"}]}, None, ["d/V100", "d/unlisted-model", "d/no-model", "e/V100", "e/unlisted-model", "e/no-model", "/unknown-pool", "/unknown-pool"]),
+        ({"tolerations": [{"operator": "Exists"}]}, None, ["a/A100", "a/V100", "a/unlisted-model", "a/no-model", "b/A100", "b/unlisted-model", "b/no-model", "c/L40S", "c/unlisted-model", "c/no-model", "d/V100", "d/unlisted-model", "d/no-model", "e/V100", "e/unlisted-model", "e/no-model", "/unknown-pool", "/unknown-pool"]),
     ],
 )  # fmt: skip
 def test_an_affinity_in_a_pool_or_the_taints_tolerated_narrow_the_kinds(

@@ -161,9 +161,25 @@ class TestWrongPool:
             tolerations=[{"operator": "Exists"}],
             priorityClassName="inference-priority",
             containers=[container(gpus=1)],
-            affinity=requiring({"key": "gpu-pool", "operator": "NotIn", "values": ["training"]}),
+            affinity=requiring({"key": "gpu-pool", "operator": "In", "values": ["inference"]}),
         )
         assert validated(engine, obj).allowed
+
+    def test_keeping_off_the_other_pools_still_lets_a_tolerate_all_pod_onto_pools_not_named(
+        self, engine: Engine
+    ) -> None:
+        obj = pod(
+            "inference",
+            tolerations=[{"operator": "Exists"}],
+            priorityClassName="inference-priority",
+            containers=[container(gpus=1)],
+            affinity=requiring({"key": "gpu-pool", "operator": "NotIn", "values": ["training"]}),
+        )
+        decision = validated(engine, obj)
+        assert rules(decision) == ["pool-placement"]
+        assert "could be scheduled on a GPU node of a pool the policy does not name" in (
+            decision.message
+        )
 
     def test_a_missing_toleration_makes_the_own_pool_unreachable(self, engine: Engine) -> None:
         obj = pod(
@@ -237,7 +253,8 @@ class TestNonGpuPods:
         decision = validated(engine, pod(tolerations=tolerations))
         assert (
             "spec.tolerations[0] {key: gpu-pool, operator: Exists, effect: NoSchedule} tolerates "
-            "gpu-pool=inference:NoSchedule, gpu-pool=training:NoSchedule, spec.tolerations[1] "
+            "gpu-pool=inference:NoSchedule, gpu-pool=training:NoSchedule, "
+            "gpu-pool=<a value of no pool of the policy>:NoSchedule, spec.tolerations[1] "
         ) in decision.message
         assert "spec.tolerations[3]" not in decision.message
         assert "2 more tolerations that do too" in decision.message

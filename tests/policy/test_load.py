@@ -40,6 +40,7 @@ def test_the_embedded_default_policy_encodes_the_conventions() -> None:
     assert [t.describe() for t in policy.gpu_taints] == [
         "gpu-pool=inference:NoSchedule",
         "gpu-pool=training:NoSchedule",
+        "gpu-pool=<a value of no pool of the policy>:NoSchedule",
     ]
 
 

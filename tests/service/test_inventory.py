@@ -89,6 +89,7 @@ def test_the_inventory_keeps_the_labels_decisions_read_and_no_others() -> None:
         "nvidia-gpu-model",
         "nvidia.com/gpu.product",
         "nvidia.com/mig.strategy",
+        "nvidia.com/gpu.present",
     }
 
 

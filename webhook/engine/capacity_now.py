@@ -22,7 +22,8 @@ from decimal import Decimal
 from webhook.engine.dra_capacity import UNKNOWN as DRA_UNKNOWN
 from webhook.engine.dra_capacity import DraNow, dra_now
 from webhook.engine.inventory import Inventory, NodeFacts, PriorityClassFacts
-from webhook.policy.compiled import Policy, Pool
+from webhook.engine.seen_nodes import uncovered_gpu_nodes
+from webhook.policy.compiled import NodeKind, Policy, Pool
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
@@ -84,6 +85,9 @@ class CapacityNow:
     """Every node by name, cordoned or not, or None while the Node list is not known."""
     dra: DraNow = DRA_UNKNOWN
     """What the pools offer through Dynamic Resource Allocation now."""
+    gpu_node_kinds: tuple[NodeKind, ...] = ()
+    """The GPU nodes the policy's kinds of node do not cover, as kinds of their own (see
+    webhook.engine.seen_nodes); none while the Node list is not known."""
 
     def pool(self, name: str) -> PoolNow | None:
         return self.pools.get(name)
@@ -114,7 +118,11 @@ def capacity_now(policy: Policy, inventory: Inventory) -> CapacityNow:
             members.setdefault(pool.name, []).append((node, model))
     pools = {name: _pool_now(policy, policy.pools[name], nodes) for name, nodes in members.items()}
     return CapacityNow(
-        pools=pools, priority_classes=inventory.priority_classes, nodes=places, dra=dra
+        pools=pools,
+        priority_classes=inventory.priority_classes,
+        nodes=places,
+        dra=dra,
+        gpu_node_kinds=uncovered_gpu_nodes(policy, inventory.nodes, inventory.resource_slices),
     )
 
 

@@ -7,11 +7,11 @@ has never synced (``nodes`` or ``priority_classes`` is None) means "not known": 
 engine then uses the policy's static figures, exactly as without an inventory.
 
 Only what admission decisions need is kept of a Node: its name, labels, whether
-it takes new pods, and its allocatable extended resources (``nvidia.com/gpu``,
-``nvidia.com/mig-1g.5gb``, ...); CPU, memory and the rest are dropped. Of a
-ResourceSlice, its driver, pool, generation, node and devices with the attributes the
-policy reads (``webhook.engine.resource_slices`` reads them; ``webhook.engine.dra_capacity``
-says what each pool offers of them).
+it takes new pods, the taints that keep pods off it, and its allocatable extended
+resources (``nvidia.com/gpu``, ``nvidia.com/mig-1g.5gb``, ...); CPU, memory and the
+rest are dropped. Of a ResourceSlice, its driver, pool, generation, node and devices
+with the attributes the policy reads (``webhook.engine.resource_slices`` reads them;
+``webhook.engine.dra_capacity`` says what each pool offers of them).
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from webhook.engine.placement import BLOCKING_EFFECTS
 from webhook.engine.quantities import parse_quantity
+from webhook.policy.compiled import Taint
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +34,8 @@ class NodeFacts:
     """False while the node is cordoned (``spec.unschedulable``)."""
     allocatable: Mapping[str, Decimal]
     """Allocatable extended resources (names with a ``/``), by name."""
+    taints: tuple[Taint, ...] = ()
+    """Its taints that keep pods off (NoSchedule, NoExecute), in its order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +149,17 @@ def node_facts(node: Any, label_keys: Collection[str] | None = None) -> NodeFact
         amount = parse_quantity(raw)
         if amount is not None and amount > 0:
             allocatable[resource] = amount
-    return NodeFacts(name, labels, spec.get("unschedulable") is not True, allocatable)
+    taints = tuple(
+        dict.fromkeys(
+            Taint(taint["key"], str(taint.get("value") or ""), taint["effect"])
+            for taint in _list(spec.get("taints"))
+            if isinstance(taint, Mapping)
+            and isinstance(taint.get("key"), str)
+            and isinstance(taint.get("value") or "", str)
+            and taint.get("effect") in BLOCKING_EFFECTS
+        )
+    )
+    return NodeFacts(name, labels, spec.get("unschedulable") is not True, allocatable, taints)
 
 
 def priority_class_facts(priority_class: Any) -> PriorityClassFacts | None:
@@ -164,3 +178,7 @@ def priority_class_facts(priority_class: Any) -> PriorityClassFacts | None:
 
 def _mapping(value: Any) -> Mapping[Any, Any]:
     return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []

@@ -31,6 +31,9 @@ class PlacementIndex:
     """The policy's kinds of node, in its order."""
     by_label: Mapping[str, Mapping[str, frozenset[int]]]
     """Known node label -> its value -> the positions of the kinds with that value."""
+    open_by_label: Mapping[str, tuple[tuple[int, frozenset[str]], ...]]
+    """Known node label -> (position, values it does not have) of each kind that has the
+    label with some other value."""
     by_class: Mapping[str, frozenset[int]]
     """Class -> the positions of the kinds of its pools."""
     kinds_of_class: Mapping[str, tuple[NodeKind, ...]]
@@ -44,17 +47,22 @@ class PlacementIndex:
     """The blocking taints of the kinds, by key."""
     taints_by_key_value: Mapping[tuple[str, str], tuple[Taint, ...]]
     """The blocking taints of the kinds, by key and value."""
+    open_taints_by_key: Mapping[str, tuple[Taint, ...]]
+    """The blocking taints whose value is any but a few (``Taint.other_than``), by key."""
 
     @classmethod
     def of(cls, policy: Policy) -> PlacementIndex:
         kinds = policy.node_kinds
         by_label: dict[str, dict[str, set[int]]] = {key: {} for key in policy.node_label_keys}
+        open_by_label: dict[str, list[tuple[int, frozenset[str]]]] = {}
         blocking: list[tuple[Taint, ...]] = []
         holders: dict[Taint, int] = {}
         for position, kind in enumerate(kinds):
             for key, value in kind.labels.items():
                 if key in by_label:
                     by_label[key].setdefault(value, set()).add(position)
+            for key, excluded in kind.open_labels.items():
+                open_by_label.setdefault(key, []).append((position, excluded))
             taints = tuple(dict.fromkeys(t for t in kind.taints if t.effect in BLOCKING_EFFECTS))
             blocking.append(taints)
             for taint in taints:
@@ -66,15 +74,20 @@ class PlacementIndex:
                 by_rarest.setdefault(rarest, set()).add(position)
         by_key: dict[str, list[Taint]] = {}
         by_key_value: dict[tuple[str, str], list[Taint]] = {}
+        open_by_key: dict[str, list[Taint]] = {}
         for taint in holders:
             by_key.setdefault(taint.key, []).append(taint)
-            by_key_value.setdefault((taint.key, taint.value), []).append(taint)
+            if taint.other_than is None:
+                by_key_value.setdefault((taint.key, taint.value), []).append(taint)
+            else:
+                open_by_key.setdefault(taint.key, []).append(taint)
         return cls(
             kinds=kinds,
             by_label={
                 key: {value: frozenset(found) for value, found in values.items()}
                 for key, values in by_label.items()
             },
+            open_by_label={key: tuple(found) for key, found in open_by_label.items()},
             by_class={
                 name: frozenset(p for p, kind in enumerate(kinds) if kind.pool in workload.pools)
                 for name, workload in policy.classes.items()
@@ -87,6 +100,7 @@ class PlacementIndex:
             by_rarest_taint={taint: frozenset(found) for taint, found in by_rarest.items()},
             taints_by_key={key: tuple(taints) for key, taints in by_key.items()},
             taints_by_key_value={key: tuple(taints) for key, taints in by_key_value.items()},
+            open_taints_by_key={key: tuple(taints) for key, taints in open_by_key.items()},
         )
 
     def candidates(self, pod: PodView, workload: str | None = None) -> tuple[NodeKind, ...]:
@@ -144,6 +158,9 @@ class PlacementIndex:
         found: frozenset[int] = frozenset()
         for value in values:
             found = found | by_value.get(value, frozenset())
+        for position, excluded in self.open_by_label.get(key, ()):
+            if any(value not in excluded for value in values):
+                found = found | {position}
         return found
 
     def _tolerable(self, tolerations: Sequence[Mapping[str, Any]]) -> frozenset[int] | None:
@@ -159,7 +176,10 @@ class PlacementIndex:
                 taints = self.taints_by_key.get(key, ())
             elif operator == "Equal":
                 value = toleration.get("value") or ""
-                taints = self.taints_by_key_value.get((key, value), ())
+                taints = (
+                    *self.taints_by_key_value.get((key, value), ()),
+                    *self.open_taints_by_key.get(key, ()),
+                )
             else:
                 continue  # tolerates nothing
             tolerated.update(t for t in taints if tolerates(toleration, t))

@@ -16,6 +16,7 @@ from typing import Any
 from webhook.offline.claims_shown import asks_text, pod_claim_text
 from webhook.offline.evaluation import ClaimObjectEvaluation, PodEvaluation
 from webhook.offline.landing import Landing
+from webhook.policy.compiled import LISTED
 
 
 def explain(evaluation: PodEvaluation) -> str:
@@ -81,7 +82,7 @@ def _placement(evaluation: PodEvaluation) -> str:
     sure = [landing for landing in evaluation.landings if landing.reachable == "yes"]
     maybe = [landing for landing in evaluation.landings if landing.reachable == "unknown"]
     never = [landing for landing in evaluation.landings if landing.reachable == "no"]
-    text = f"would run on {_pools(sure)}" if sure else "would run on none of the GPU pools"
+    text = f"would run on {_pools(sure)}" if sure else "would run on no GPU node"
     priority = _priority(evaluation.mutated)
     if priority:
         text += f", {priority}"
@@ -93,10 +94,18 @@ def _placement(evaluation: PodEvaluation) -> str:
 
 
 def _pools(landings: Iterable[Landing]) -> str:
-    models: dict[str, list[str]] = {}
+    """Pools and their models: `pool training (V100, A100)`; a pool's nodes of a model it does
+    not list, or of none, are named only when none of its models is among `landings`."""
+    models: dict[str, list[Landing]] = {}
     for landing in landings:
-        models.setdefault(landing.pool, []).append(landing.model)
-    return " or ".join(f"pool {pool} ({', '.join(names)})" for pool, names in models.items())
+        pool = f"pool {landing.pool}" if landing.pool else landing.pool_shown
+        models.setdefault(pool, []).append(landing)
+    shown = {
+        pool: [m.model_shown for m in members if m.shape == LISTED]
+        or [m.model_shown for m in members]
+        for pool, members in models.items()
+    }
+    return " or ".join(f"{pool} ({', '.join(names)})" for pool, names in shown.items())
 
 
 def _pools_because(landings: list[Landing]) -> str:

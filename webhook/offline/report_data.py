@@ -103,6 +103,7 @@ def pod_data(evaluation: PodEvaluation) -> dict[str, Any]:
             {
                 "pool": landing.pool,
                 "model": landing.model,
+                "nodes": landing.shape,
                 "labels": dict(landing.labels),
                 "reachable": landing.reachable,
                 "reasons": list(landing.reasons),

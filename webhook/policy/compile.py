@@ -21,19 +21,7 @@ def compile_policy(spec: model.PolicySpec, catalog: MigCatalog, source: str) -> 
         name: _compile_class(name, workload, pools, class_modes.get(name))
         for name, workload in spec.classes.items()
     }
-    node_kinds = tuple(
-        compiled.NodeKind(
-            pool=pool.name,
-            model=gpu_model.name,
-            labels={
-                spec.node_labels.pool: pool.label_value,
-                spec.node_labels.model: gpu_model.name,
-            },
-            taints=pool.taints,
-        )
-        for pool in pools.values()
-        for gpu_model in pool.models.values()
-    )
+    node_kinds = _node_kinds(spec.node_labels.pool, spec.node_labels.model, pools)
     return compiled.Policy(
         source=source,
         workload_label=spec.pod_labels.workload,
@@ -48,7 +36,7 @@ def compile_policy(spec: model.PolicySpec, catalog: MigCatalog, source: str) -> 
         pools=pools,
         classes=classes,
         node_kinds=node_kinds,
-        gpu_taints=_unique(t for pool in pools.values() for t in pool.taints),
+        gpu_taints=_unique(t for kind in node_kinds for t in kind.taints),
         node_label_keys=frozenset((spec.node_labels.pool, spec.node_labels.model)),
         workload_kinds=tuple(
             compiled.TemplateKind(k.group, k.kind, tuple(k.template_paths), k.resource)
@@ -64,6 +52,44 @@ def compile_policy(spec: model.PolicySpec, catalog: MigCatalog, source: str) -> 
         named_rules=_named_rules(spec),
         dra=_compile_dra(spec.dra),
     )
+
+
+def _node_kinds(
+    pool_key: str, model_key: str, pools: dict[str, compiled.Pool]
+) -> tuple[compiled.NodeKind, ...]:
+    """Every kind of GPU node a cluster can hold, as far as the pool and model labels tell:
+    each pool's listed models, then its nodes of a model it does not list and its nodes
+    without the model label, then the nodes of a pool the policy does not name (with a
+    model label of any value, or none), tainted `<pool key>=<their pool>:NoSchedule` as the
+    policy's pools are by default."""
+    kinds: list[compiled.NodeKind] = []
+    for pool in pools.values():
+        pool_label = {pool_key: pool.label_value}
+        kinds += [
+            compiled.NodeKind(pool.name, model, {**pool_label, model_key: model}, pool.taints)
+            for model in pool.models
+        ]
+        kinds.append(
+            compiled.NodeKind(
+                pool.name,
+                "",
+                pool_label,
+                pool.taints,
+                compiled.UNLISTED_MODEL,
+                {model_key: frozenset(pool.models)},
+            )
+        )
+        kinds.append(compiled.NodeKind(pool.name, "", pool_label, pool.taints, compiled.NO_MODEL))
+    named = frozenset(pool.label_value for pool in pools.values())
+    taint = compiled.Taint(pool_key, "", "NoSchedule", other_than=named)
+    any_model: dict[str, frozenset[str]] = {model_key: frozenset()}
+    for model_labels in (any_model, {}):
+        kinds.append(
+            compiled.NodeKind(
+                "", "", {}, (taint,), compiled.UNKNOWN_POOL, {pool_key: named, **model_labels}
+            )
+        )
+    return tuple(kinds)
 
 
 def _compile_dra(dra: model.Dra) -> compiled.DraSettings:

@@ -16,8 +16,14 @@ class Taint:
     key: str
     value: str
     effect: str
+    other_than: frozenset[str] | None = None
+    """None for a taint whose value is `value`; for the taint of a node of a pool the policy
+    does not name, the values it certainly does not have (the policy's pools'): its value is
+    that node's pool label value, which may be any other (`value` is then empty)."""
 
     def describe(self) -> str:
+        if self.other_than is not None:
+            return f"{self.key}=<a value of no pool of the policy>:{self.effect}"
         return (
             f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
         )
@@ -138,14 +144,43 @@ class Pool:
         )
 
 
+LISTED = "listed"
+UNLISTED_MODEL = "unlisted-model"
+NO_MODEL = "no-model"
+UNKNOWN_POOL = "unknown-pool"
+SEEN = "seen"
+"""What a kind of node is (`NodeKind.shape`): a pool and a model of the policy's; a node of a
+pool of the policy with a model label the pool does not list, or without the model label (GPU
+Feature Discovery has not labelled it yet, or labels another key); a node whose pool label
+names no pool of the policy; a GPU node the live inventory holds that none of those covers."""
+
+
 @dataclass(frozen=True, slots=True)
 class NodeKind:
-    """One kind of node the policy knows: a pool and a model, with their labels."""
+    """One kind of GPU node a cluster can hold, as far as the policy's node labels tell: the
+    policy's pools and models, and what a GPU node can be besides (see the shapes above)."""
 
     pool: str
+    """The pool of the policy; empty for a node in none."""
     model: str
+    """The GPU model of the policy; empty when the node's model label names none or is absent."""
     labels: Mapping[str, str]
+    """The node labels (of the policy's node label keys) with the values they certainly have;
+    a key in neither this nor `open_labels` is certainly absent."""
     taints: tuple[Taint, ...]
+    shape: str = LISTED
+    open_labels: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """Label key -> the values it certainly does not have: the node has the label with some
+    value besides these (a model the pool does not list, a pool the policy does not name)."""
+    node: str = ""
+    """For a kind the live inventory saw (`SEEN`): one node of it by name."""
+    nodes: int = 0
+    """For a kind the live inventory saw: how many nodes are of it."""
+
+    @property
+    def listed(self) -> bool:
+        """A pool of the policy with a model it lists."""
+        return self.shape == LISTED
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from typing import Any
 
 from webhook.engine.capacity_now import MIG_STRATEGY_LABEL, PRODUCT_LABEL
 from webhook.engine.inventory import Inventory
+from webhook.engine.seen_nodes import GPU_PRESENT_LABEL
 from webhook.kube.inventory import InventoryStatus
 from webhook.kube.reflector import KindStatus
 from webhook.policy import Policy
@@ -124,7 +125,8 @@ def _kind(status: KindStatus, fallback: str) -> str:
 
 def inventory_label_keys(policy: Policy) -> frozenset[str]:
     """The Node labels the inventory keeps: the policy's pool and model labels and GPU
-    Feature Discovery's product and MIG strategy. A policy edit that renames the pool or
+    Feature Discovery's product, MIG strategy and ``nvidia.com/gpu.present`` (which tells
+    a GPU node, see webhook.engine.seen_nodes). A policy edit that renames the pool or
     model label reaches the inventory at the next restart; until then pools are unknown
     to it and the policy's static figures apply."""
-    return policy.node_label_keys | {PRODUCT_LABEL, MIG_STRATEGY_LABEL}
+    return policy.node_label_keys | {PRODUCT_LABEL, MIG_STRATEGY_LABEL, GPU_PRESENT_LABEL}

@@ -1,16 +1,20 @@
 """Rules: pods stay off the wrong pools and can reach their own.
 
-A workload pod is refused when a pool outside its class is possibly
+A workload pod is refused when a GPU node outside its class's pools is possibly
 reachable, or when every node of its own pools is certainly unreachable. A pod
-with no GPU is refused when any GPU pool is possibly reachable. A GPU model
-the class's pools do not have is refused with the models they do have.
+with no GPU is refused when any GPU node is possibly reachable. A GPU node is any
+the cluster can hold (``Policy.node_kinds``): of the policy's pools and models, of
+their pools with a model label they do not list or none, of a pool the policy does
+not name and, with the live inventory, each GPU node it holds that none of those
+covers (``CapacityNow.gpu_node_kinds``). A GPU model the class's pools do not have
+is refused with the models they do have.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
-from webhook.engine.decision import Violation, shorten
+from webhook.engine.decision import Violation, echo, shorten
 from webhook.engine.placement import Reach, reach_of
 from webhook.engine.placement_exclusions import (
     REQUIRED_TERMS,
@@ -22,32 +26,37 @@ from webhook.engine.placement_exclusions import (
 )
 from webhook.engine.pod import PodView
 from webhook.engine.rules.context import RuleContext
-from webhook.policy.compiled import Policy
+from webhook.policy.compiled import NO_MODEL, SEEN, NodeKind, Policy
 
 WRONG_POOL = "pool-placement"
 NON_GPU = "non-gpu-placement"
 MODEL = "gpu-model"
 
+UNKNOWN_POOL = ""
+"""Where a kind of node of a pool the policy does not name is (see ``_places``)."""
+
 
 def check_class_placement(context: RuleContext) -> list[Violation]:
     policy, pod, workload = context.policy, context.pod, context.known_class
-    reach = reach_of(policy, pod, context.placement.candidates(pod, workload.name))
+    kinds = (*context.placement.candidates(pod, workload.name), *context.now.gpu_node_kinds)
+    reach = reach_of(policy, pod, kinds)
     violations = []
-    wrong = _pools_where(reach, lambda r: r.kind.pool not in workload.pools and r.possibly)
-    for pool in wrong:
+    wrong = [r.kind for r in reach if r.kind.pool not in workload.pools and r.possibly]
+    for place, group in _places(wrong):
         violations.append(
             Violation(
                 WRONG_POOL,
-                f"{workload.name} pod could be scheduled on pool {pool} "
-                f"({policy.pool_label}={policy.pools[pool].label_value}), which is not for "
-                f"{workload.name}: {_let_in(policy, pod, [pool])}; require {policy.pool_label} "
-                f"In [{', '.join(workload.pool_label_values)}] and do not tolerate "
-                f"{_taints(policy, pool)}",
+                f"{workload.name} pod could be scheduled on {_describe(policy, place, group)}, "
+                f"which is not for {workload.name}: {_let_in(pod, group)}; require "
+                f"{policy.pool_label} In [{', '.join(workload.pool_label_values)}] and do not "
+                f"tolerate {_taints(group)}",
             )
         )
     model = pod.labels.get(policy.gpu_model_label)
     own = [
-        r for r in reach if r.kind.pool in workload.pools and (not model or r.kind.model == model)
+        r
+        for r in reach
+        if r.kind.listed and r.kind.pool in workload.pools and (not model or r.kind.model == model)
     ]
     if own and not any(r.possibly for r in own):
         violations.append(
@@ -76,35 +85,77 @@ def check_model(context: RuleContext) -> list[Violation]:
 
 def check_non_gpu_placement(context: RuleContext) -> list[Violation]:
     policy = context.policy
-    kinds = context.placement.candidates(context.pod)
-    pools = _pools_where(reach_of(policy, context.pod, kinds), lambda r: r.possibly)
-    if not pools:
+    kinds = (*context.placement.candidates(context.pod), *context.now.gpu_node_kinds)
+    reached = [r.kind for r in reach_of(policy, context.pod, kinds) if r.possibly]
+    if not reached:
         return []
+    places = _places(reached)
+    plain = [p for p, group in places if p in policy.pools and any(k.listed for k in group)]
+    where = [f"GPU pool {_or_list(plain)}"] if plain else []
+    for place, group in places:
+        if place not in plain:
+            shown = _describe(policy, place, group)
+            where.append(f"GPU {shown}" if shown.startswith("pool ") else shown)
     return [
         Violation(
             NON_GPU,
-            f"pod requests no GPU but could be scheduled on GPU pool {_or_list(pools)} "
-            f"({_let_in(policy, context.pod, pools)}); add the node affinity requirement "
+            f"pod requests no GPU but could be scheduled on {' or '.join(where)} "
+            f"({_let_in(context.pod, reached)}); add the node affinity requirement "
             f"{policy.pool_label} DoesNotExist, or drop the toleration",
         )
     ]
 
 
-def _let_in(policy: Policy, pod: PodView, pools: list[str]) -> str:
-    """What lets the pod onto `pools`' nodes: the tolerations of their taints, by path and
+def _places(kinds: list[NodeKind]) -> list[tuple[str, list[NodeKind]]]:
+    """`kinds` grouped by where they are: a pool of the policy (its name), a pool the policy
+    does not name (``UNKNOWN_POOL``), or one GPU node the live inventory saw (its name)."""
+    groups: dict[str, list[NodeKind]] = {}
+    for kind in kinds:
+        place = f"node {kind.node}" if kind.shape == SEEN else kind.pool or UNKNOWN_POOL
+        groups.setdefault(place, []).append(kind)
+    return list(groups.items())
+
+
+def _describe(policy: Policy, place: str, kinds: list[NodeKind]) -> str:
+    """`pool training (gpu-pool=training)`, with which of its nodes when not those of the
+    models it lists; `a GPU node of a pool the policy does not name`; `GPU node gpu-7 ...`."""
+    if place == UNKNOWN_POOL:
+        return (
+            f"a GPU node of a pool the policy does not name ({policy.pool_label}=<a value of "
+            f"no pool of the policy>)"
+        )
+    if kinds[0].shape == SEEN:
+        kind = kinds[0]
+        more = f" (and {kind.nodes - 1:,} more like it)" if kind.nodes > 1 else ""
+        labels = ", ".join(f"{k}={v}" for k, v in kind.labels.items()) or (
+            f"no {policy.pool_label} label"
+        )
+        taints = ", ".join(t.describe() for t in kind.taints) or "no taint"
+        return f"GPU node {echo(kind.node)}{more} ({labels}; {taints})"
+    pool = policy.pools[place]
+    shown = f"pool {place} ({policy.pool_label}={pool.label_value})"
+    if any(kind.listed for kind in kinds):
+        return shown
+    which = " or ".join(
+        f"without label {policy.model_label}"
+        if kind.shape == NO_MODEL
+        else f"of a GPU model it does not list ({policy.model_label} not "
+        f"{' or '.join(pool.models)})"
+        for kind in kinds
+    )
+    return f"{shown}, on its nodes {which}"
+
+
+def _let_in(pod: PodView, kinds: list[NodeKind]) -> str:
+    """What lets the pod onto nodes of `kinds`: the tolerations of their taints, by path and
     as written, and no nodeSelector or required node affinity that keeps it off."""
-    taints = [t for p in pools for t in policy.pools[p].taints]
-    found = tolerating(pod.tolerations, taints)
+    found = tolerating(pod.tolerations, [t for kind in kinds for t in kind.taints])
     allowed = (
         _and_list(found)
         if found
-        else f"pool {_or_list(pools)} has no NoSchedule or NoExecute taint to keep it off"
+        else "the nodes have no NoSchedule or NoExecute taint to keep it off"
     )
     return f"{allowed}, and neither spec.nodeSelector nor the required node affinity rules it out"
-
-
-def _pools_where(reach: list[Reach], condition: Callable[[Reach], bool]) -> list[str]:
-    return list(dict.fromkeys(r.kind.pool for r in reach if condition(r)))
 
 
 def _why_unreachable(policy: Policy, pod: PodView, own: list[Reach]) -> str:
@@ -144,8 +195,10 @@ def _and_list(items: list[str]) -> str:
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])}, and {items[-1]}"
 
 
-def _taints(policy: Policy, pool: str) -> str:
-    return ", ".join(t.describe() for t in policy.pools[pool].taints) or "its taints"
+def _taints(kinds: list[NodeKind]) -> str:
+    return ", ".join(t.describe() for t in dict.fromkeys(t for k in kinds for t in k.taints)) or (
+        "their taints"
+    )
 
 
 def _or_list(names: tuple[str, ...] | list[str]) -> str:
