@@ -74,9 +74,7 @@ BINARIES: tuple[Binary, ...] = (
 
 
 # Not a control-plane binary: it is built on its own (ensure_oracle), from its own module.
-ORACLE = Binary(
-    "placement-oracle", "gpu-admission/tests/differential/oracle", 0.5, ORACLE_MODULE_DIR
-)
+ORACLE = Binary("placement-oracle", "gpu-admission/tests/differential/oracle", 1, ORACLE_MODULE_DIR)
 
 
 def required_version(module: str, module_dir: Path) -> str:
