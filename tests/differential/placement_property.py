@@ -110,6 +110,11 @@ class Counterexample:
     admission: Admission
     node: Json
 
+    def __repr__(self) -> str:
+        """Short, for the list pytest repeats after `describe`."""
+        pod, node = self.admission.pod["metadata"]["name"], self.node["metadata"]["name"]
+        return f"<{pod} admitted, can land on {node}>"
+
     def describe(self) -> str:
         policy, decision = self.policy, self.admission.decision
         granted = granted_pool_values(policy, self.admission.mutated)
