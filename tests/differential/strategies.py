@@ -333,7 +333,8 @@ def containers() -> Strategy[Json]:
 @functools.cache
 def pods(vocabulary: Vocabulary, name: str, aimed: str | None = None) -> Strategy[Json]:
     """Pods; one `aimed` at a pool (by its pool label value) is written by hand for that
-    pool, as its README says: a toleration of its taint and, mostly, a nodeSelector."""
+    pool, as the team using the pool writes it: a toleration of the pool's taint and, mostly,
+    a nodeSelector of its label."""
     v = vocabulary
     workloads = st.sampled_from((None, None, *v.classes))
     gpu_models = st.sampled_from((*v.models, *UNLISTED_MODELS))
