@@ -270,12 +270,13 @@ def test_every_webhook_that_guards_pods_fails_closed_the_others_open(rendered: A
         "validate-workloads.gpu-admission.io": "Fail",
         "warn-autoscalers.gpu-admission.io": "Ignore",
         "validate-claims.gpu-admission.io": "Fail",
+        "validate-env-keys.gpu-admission.io": "Fail",
         "validate-policy.gpu-admission.io": "Ignore",
     }
 
 
 def test_gpu_claims_have_a_validating_webhook_at_their_create_only(rendered: Any) -> None:
-    pods, *_, claims, _ = rendered[1]["webhooks"]
+    pods, *_, claims, _, _ = rendered[1]["webhooks"]
 
     assert claims["name"] == "validate-claims.gpu-admission.io"
     assert claims["rules"] == [
@@ -353,3 +354,24 @@ class TestThePolicyConfigMapWebhook:
 
         assert (hook["failurePolicy"], hook["sideEffects"]) == ("Ignore", "None")
         assert hook["timeoutSeconds"] == 3
+
+
+def test_configmaps_and_secrets_are_sent_only_with_a_key_named_as_a_device_request(
+    rendered: Any,
+) -> None:
+    *_, keys, _ = rendered[1]["webhooks"]
+
+    assert keys["name"] == "validate-env-keys.gpu-admission.io"
+    assert keys["rules"] == [
+        {
+            "operations": ["CREATE", "UPDATE"],
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "resources": ["configmaps", "secrets"],
+            "scope": "Namespaced",
+        }
+    ]
+    [condition] = keys["matchConditions"]
+    assert "'NVIDIA_VISIBLE_DEVICES'" in condition["expression"]
+    assert "'NVIDIA_IMEX_CHANNELS'" in condition["expression"]
+    assert "object.stringData.exists" in condition["expression"]

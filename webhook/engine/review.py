@@ -33,6 +33,7 @@ from webhook.engine.decision import (
     malformed,
     reasons,
 )
+from webhook.engine.env_keys import env_keys_kind, judge_env_keys
 from webhook.engine.inventory import UNKNOWN, Inventory
 from webhook.engine.mutate import created_pod, isolate_ephemeral_containers, mutate_pod
 from webhook.engine.placement_index import PlacementIndex
@@ -46,6 +47,8 @@ from webhook.engine.pod_claims import (
 )
 from webhook.engine.request import AdmissionRequest, refusal
 from webhook.engine.rules import RULES, Findings, Registry, RuleContext
+from webhook.engine.rules.device_access import privileged_containers
+from webhook.engine.rules.device_env import check_device_env
 from webhook.engine.rules.registry import with_modes
 from webhook.engine.rules.visibility import check_visible_devices
 from webhook.engine.templates import (
@@ -164,6 +167,8 @@ class Engine:
             return self._validate_pod_create(request, now, claims)
         if claim_object_kind(request) is not None:
             return judge_claim_object(self.policy, request, now)
+        if env_keys_kind(request) is not None:
+            return judge_env_keys(self.policy, request)
         kind = self._workload_kind(request)
         return allow() if kind is None else self._validate_workload(request, kind, now, claims)
 
@@ -203,14 +208,23 @@ class Engine:
         return judge(found.violations, subject, rules=found.outcomes)
 
     def _validate_ephemeral_containers(self, request: AdmissionRequest) -> Decision:
-        """Debug containers added to a running pod may not pick GPUs by hand either."""
+        """Debug containers added to a running pod may not pick GPUs by hand either, nor be
+        privileged in a class pod (`kubectl debug --profile=sysadmin`): its node's GPUs
+        are other pods'."""
         try:
             pod = read_pod(request.object, self.policy)
             exemption = self.policy.exemption_for(_namespace(request, pod), pod.labels)
             if exemption is not None:
                 return exempt(exemption.reason)
             label = pod.labels.get(self.policy.workload_label)
-            found = check_visible_devices(self.policy, pod.ephemeral_containers)
+            debug = pod.ephemeral_containers
+            found = [
+                *check_visible_devices(self.policy, debug),
+                *check_device_env(self.policy, debug),
+                # A class pod runs on a GPU node; where a pod of no class runs is only
+                # known to it, and it was kept off GPU nodes at its CREATE.
+                *(privileged_containers(debug) if label in self.policy.classes else ()),
+            ]
             violations = with_modes(self.policy, label, found)
         except MalformedObject as error:
             return malformed(str(error))

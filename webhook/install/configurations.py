@@ -59,6 +59,7 @@ POD_UPDATE_WEBHOOK = "validate-updates.gpu-admission.io"
 WORKLOAD_WEBHOOK = "validate-workloads.gpu-admission.io"
 AUTOSCALER_WEBHOOK = "warn-autoscalers.gpu-admission.io"
 CLAIM_WEBHOOK = "validate-claims.gpu-admission.io"
+ENV_KEYS_WEBHOOK = "validate-env-keys.gpu-admission.io"
 POLICY_WEBHOOK = "validate-policy.gpu-admission.io"
 POLICY_PATH = "/validate-policy"
 ALWAYS_EXEMPT_NAMESPACES = ("kube-system", "kube-node-lease")
@@ -115,7 +116,12 @@ def gpu_relevance_condition(policy: Policy, root: str = "object", *, labelled: b
     container_lists = ("containers", "initContainers", "ephemeralContainers")
     # Every resource of a GPU domain (nvidia.com/, and those of the policy's other GPU
     # names), so a GPU resource the policy does not know yet still reaches it.
-    names = (policy.gpu_resource, policy.mig_prefix, *sorted(policy.other_gpu_resources))
+    names = (
+        policy.gpu_resource,
+        policy.mig_prefix,
+        *sorted(policy.other_gpu_resources),
+        *sorted(policy.dra_extended_resources),
+    )
     domains = dict.fromkeys(name.split("/")[0] + "/" for name in names)
     named_ours = f"exists(r, {' || '.join(f'r.startsWith({d!r})' for d in domains)})"
     resource_checks = " || ".join(
@@ -312,6 +318,29 @@ def claim_relevance_condition(policy: Policy) -> str:
     )
 
 
+def env_key_rules() -> list[dict[str, Any]]:
+    """CREATE and UPDATE of ConfigMaps and Secrets: what `envFrom` would turn into variables."""
+    return [
+        {
+            "operations": ["CREATE", "UPDATE"],
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "resources": ["configmaps", "secrets"],
+            "scope": "Namespaced",
+        }
+    ]
+
+
+def env_key_condition(policy: Policy) -> str:
+    """CEL: true for a ConfigMap or Secret with a key named as a variable the runtime reads as
+    a device request; every other one (nearly all) never reaches the service."""
+    names = ", ".join(f"'{name}'" for name in sorted(policy.requested_device_env))
+    return " || ".join(
+        f"(has(object.{field}) && object.{field}.exists(k, k in [{names}]))"
+        for field in ("data", "binaryData", "stringData")
+    )
+
+
 def workload_relevance_condition(policy: Policy) -> str:
     """CEL: true for a workload with a pod template the policy can have an opinion on."""
     return workload_condition(
@@ -452,6 +481,12 @@ def render_webhook_configurations(
         claim_rules(),
         (("gpu-claim", claim_relevance_condition(policy)),),
     )
+    env_keys_hook = hook(
+        ENV_KEYS_WEBHOOK,
+        "/validate",
+        env_key_rules(),
+        (("device-request-key", env_key_condition(policy)),),
+    )
     metadata = {"name": name, "labels": dict(APP_LABELS)}
     return (
         {
@@ -471,6 +506,7 @@ def render_webhook_configurations(
                 workload_hook,
                 autoscaler_hook,
                 claim_hook,
+                env_keys_hook,
                 policy_webhook(endpoint, own_namespace or NAMESPACE, timeout_seconds),
             ],
         },

@@ -51,6 +51,17 @@ def compile_policy(spec: model.PolicySpec, catalog: MigCatalog, source: str) -> 
         ),
         named_rules=_named_rules(spec),
         dra=_compile_dra(spec.dra),
+        device_env=frozenset(spec.resources.device_env),
+        dra_extended_resources={
+            **{
+                f"{compiled.DRA_EXTENDED_RESOURCE_PREFIX}{c}": "gpu"
+                for c in spec.dra.device_classes.gpu
+            },
+            **{
+                f"{compiled.DRA_EXTENDED_RESOURCE_PREFIX}{c}": "mig"
+                for c in spec.dra.device_classes.mig
+            },
+        },
     )
 
 

@@ -45,6 +45,10 @@ DRA = "dra"
 BOTH = "both"
 """How a pool's nodes give pods GPUs (`Pool.gpus_through`)."""
 
+DRA_EXTENDED_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
+"""The extended resource name every DeviceClass answers to (Kubernetes 1.34+, DRAExtendedResource):
+the prefix, then the class's name."""
+
 GPU_DEVICE = "gpu"
 MIG_DEVICE = "mig"
 """The values of the type attribute of a DRA device: a whole GPU, a MIG slice of one."""
@@ -285,6 +289,12 @@ class Policy:
     them. Which names exist is the engine's to say: it refuses a policy naming another."""
     dra: DraSettings = field(default_factory=DraSettings)
     """How GPUs claimed through Dynamic Resource Allocation are recognised."""
+    device_env: frozenset[str] = field(default=frozenset())
+    """More variables the runtime reads as device requests (`resources.deviceEnv`)."""
+    dra_extended_resources: Mapping[str, str] = field(default_factory=dict)
+    """Extended resource name -> ``gpu`` or ``mig``: the names under which a pod asks for
+    devices of the policy's DeviceClasses without a claim
+    (``deviceclass.resource.kubernetes.io/<class>``); the scheduler makes the claim."""
 
     def mode_of(self, rule: str, workload_class: str | None) -> str:
         """The mode of `rule` for a pod of `workload_class` (None: no known class)."""
@@ -299,7 +309,14 @@ class Policy:
             resource == self.gpu_resource
             or resource.startswith(self.mig_prefix)
             or resource in self.other_gpu_resources
+            or resource in self.dra_extended_resources
         )
+
+    @property
+    def requested_device_env(self) -> frozenset[str]:
+        """Every variable the runtime reads as a device request: the visible-devices one and
+        `device_env`."""
+        return self.device_env | {self.visible_devices_env}
 
     def exemption_for(self, namespace: str, labels: Mapping[str, str]) -> Exemption | None:
         """The first exemption matching a pod in `namespace` with `labels`."""

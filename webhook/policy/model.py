@@ -64,6 +64,21 @@ class NodeLabels(StrictModel):
     model: str = Field(default="nvidia-gpu-model", pattern=LABEL_KEY_PATTERN)
 
 
+TOOLKIT_DEVICE_ENV = (
+    "NVIDIA_IMEX_CHANNELS",
+    "NVIDIA_MIG_CONFIG_DEVICES",
+    "NVIDIA_MIG_MONITOR_DEVICES",
+    "NVIDIA_GDS",
+    "NVIDIA_MOFED",
+    "NVIDIA_NVSWITCH",
+    "NVIDIA_GDRCOPY",
+    "NVIDIA_REQUIRE_JETPACK",
+)
+"""What the NVIDIA Container Toolkit reads from a container's environment as a request
+for devices, besides NVIDIA_VISIBLE_DEVICES (internal/config/image/envvars.go and
+internal/modifier/cdi.go of NVIDIA/nvidia-container-toolkit; docs/security.md)."""
+
+
 class Resources(StrictModel):
     gpu: str = Field(default="nvidia.com/gpu", pattern=LABEL_KEY_PATTERN)
     other_gpus: list[str] = Field(
@@ -77,6 +92,13 @@ class Resources(StrictModel):
     visible_devices_env: str = Field(
         default="NVIDIA_VISIBLE_DEVICES", alias="visibleDevicesEnv", min_length=1
     )
+    device_env: list[str] = Field(
+        default_factory=lambda: list(TOOLKIT_DEVICE_ENV), alias="deviceEnv"
+    )
+    """More variables the container runtime reads as requests for devices (besides
+    visibleDevicesEnv), which nobody may set by hand: by default those the NVIDIA
+    Container Toolkit reads (IMEX channels, MIG configuration and monitoring, the GDS,
+    MOFED, NVSwitch and GDRCopy devices, Jetson's CSV mounts)."""
 
     @field_validator("other_gpus")
     @classmethod

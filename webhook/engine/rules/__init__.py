@@ -13,6 +13,8 @@ checks, one rule or a few related ones each.
 from webhook.engine.rules import (
     capacity,
     claims,
+    device_access,
+    device_env,
     node_name,
     placement,
     priority,
@@ -68,6 +70,26 @@ RULES = Registry(
             visibility.RULE,
             applies=EVERY_POD,
             checks=(Check(Step.CONTAINERS, EVERY_POD, visibility.check),),
+        ),
+        Rule(
+            device_env.RULE,
+            applies=EVERY_POD,
+            checks=(Check(Step.CONTAINERS, EVERY_POD, device_env.check),),
+        ),
+        Rule(
+            device_access.ANNOTATIONS,
+            applies=EVERY_POD,
+            checks=(Check(Step.CONTAINERS, EVERY_POD, device_access.check_annotations),),
+        ),
+        Rule(
+            device_access.MOUNTS,
+            applies=EVERY_POD,
+            checks=(Check(Step.CONTAINERS, EVERY_POD, device_access.check_mounts),),
+        ),
+        Rule(
+            device_access.PRIVILEGED,
+            applies=EVERY_POD,
+            checks=(Check(Step.CONTAINERS, EVERY_POD, device_access.check_privileged),),
         ),
         Rule(
             workload_class.RULE,

@@ -18,7 +18,7 @@ from webhook.engine.decision import REASONS_LIMIT, Violation, shorten
 from webhook.engine.quantities import format_count
 from webhook.engine.resources import effective_gpu_request, pod_requests_gpu
 from webhook.engine.rules.context import RuleContext
-from webhook.policy.compiled import Policy, Pool
+from webhook.policy.compiled import GPU_DEVICE, Policy, Pool
 
 COUNT = "gpu-count"
 MIG = "mig-profile"
@@ -39,6 +39,13 @@ def check_capacity(context: RuleContext) -> list[Violation]:
             break
         if amount != amount.to_integral_value():
             continue  # the quantity rule names the container
+        if resource in policy.dra_extended_resources:
+            problem = _dra_extended(
+                policy, context.known_class.name, pools, resource, amount, model
+            )
+            if problem is not None:
+                violations.append(Violation(COUNT, problem))
+            continue
         whole = resource == policy.gpu_resource or resource in policy.other_gpu_resources
         if not whole and not MIG_PROFILE.match(resource.removeprefix(policy.mig_prefix)):
             violations.append(_not_a_mig_resource(policy, resource))
@@ -141,16 +148,44 @@ def _live(
     )
 
 
+def _dra_extended(
+    policy: Policy,
+    workload: str,
+    pools: list[Pool],
+    resource: str,
+    amount: Decimal,
+    model: str | None,
+) -> str | None:
+    """A DeviceClass's extended resource: the scheduler claims that many devices of the class
+    on one node, so only pools whose nodes publish GPUs through DRA can hold them; a MIG
+    class's count per node is only known from the ResourceSlices."""
+    dra = [p for p in pools if p.takes_dra_gpus]
+    if not dra:
+        return (
+            f"pod requests {resource}, devices of a DeviceClass that the scheduler claims "
+            f"through Dynamic Resource Allocation, but pool {' or '.join(p.name for p in pools)} "
+            f"of class {workload} gives GPUs through the device plugin only (gpusThrough); "
+            f"request {policy.gpu_resource} instead"
+        )
+    if policy.dra_extended_resources[resource] != GPU_DEVICE:
+        return None
+    return _whole_gpus(policy, dra, amount, model, resource)
+
+
 def _whole_gpus(
-    policy: Policy, pools: list[Pool], amount: Decimal, model: str | None
+    policy: Policy,
+    pools: list[Pool],
+    amount: Decimal,
+    model: str | None,
+    resource: str | None = None,
 ) -> str | None:
     sizes = {p.name: p.gpus_per_node_of(model) for p in pools}
     if any(amount <= size for size in sizes.values()):
         return None
     largest = max(sizes, key=lambda name: sizes[name])
     return (
-        f"pod requests {format_count(amount)} {policy.gpu_resource}; the largest node in "
-        f"pool {largest}{_of_model(model)} has {sizes[largest]}; split the work into pods "
+        f"pod requests {format_count(amount)} {resource or policy.gpu_resource}; the largest "
+        f"node in pool {largest}{_of_model(model)} has {sizes[largest]}; split the work into pods "
         f"of at most {sizes[largest]}"
     )
 

@@ -1,0 +1,188 @@
+"""Rules: no way to a node's GPUs around the scheduler, through what the runtime honours.
+
+For a pod that can reach a GPU node (see reach.py):
+
+- device-annotations: annotations of the Container Device Interface (`cdi.k8s.io/...`,
+  and the NVIDIA NRI plugin's `nvidia.cdi.k8s.io[/...]`) make the runtime inject CDI
+  devices such as `nvidia.com/gpu=all`, whatever the pod's resources say. Neither the
+  device plugin nor the kubelet puts them on a pod object (they reach the runtime on
+  the container's config), so a pod carrying one wrote it by hand. Refused, never
+  removed: a mutation only runs at a class pod's CREATE, and a refusal says why.
+- device-mounts: a mount under `/var/run/nvidia-container-devices` is a device request
+  under the toolkit's volume-mounts strategy, read before the environment (so the
+  injected `NVIDIA_VISIBLE_DEVICES=void` does not help); a hostPath of the GPUs' device
+  nodes (`/dev/nvidia*`, `/dev/dri`), of the CDI specs and the toolkit's state, or of a
+  folder holding them (`/`, `/dev`, `/run`, ...) hands the container the node's devices.
+- privileged-containers: a privileged container gets every device of the host from
+  containerd and CRI-O unless they are configured otherwise, and the toolkit treats
+  CAP_SYS_ADMIN as privileged. The GPU Operator's own pods run outside opted-in
+  namespaces; any other the platform needs is named in the policy's `exemptions`, or
+  the rule set to warn or audit.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from webhook.engine.decision import Violation, echo
+from webhook.engine.pod import Container
+from webhook.engine.rules.context import RuleContext
+from webhook.engine.rules.reach import may_reach_gpu_node
+
+ANNOTATIONS = "device-annotations"
+MOUNTS = "device-mounts"
+PRIVILEGED = "privileged-containers"
+
+CDI_DOMAIN = "cdi.k8s.io"
+"""Annotations whose key's domain is this or ends with `.cdi.k8s.io` ask for CDI devices."""
+
+DEVICE_LIST_DIRS = ("/var/run/nvidia-container-devices", "/run/nvidia-container-devices")
+"""Where the toolkit's volume-mounts strategy reads device requests from mounts."""
+
+DEVICE_HOST_PATHS = (
+    "/dev/dri",
+    "/var/run/nvidia-container-devices",
+    "/run/nvidia-container-devices",
+    "/var/run/cdi",
+    "/run/cdi",
+    "/etc/cdi",
+    "/run/nvidia",
+    "/var/run/nvidia",
+    "/etc/nvidia-container-runtime",
+    "/etc/nvidia-container-toolkit",
+)
+"""Host folders of GPU devices, CDI specs and the NVIDIA stack's state; a hostPath of one,
+inside one, or of a folder holding one is refused (and of any `/dev/nvidia*` node)."""
+
+DEVICE_NODE_PREFIX = "/dev/nvidia"
+
+CAPABILITIES = frozenset({"SYS_ADMIN", "CAP_SYS_ADMIN", "ALL", "CAP_ALL"})
+"""Added capabilities the toolkit counts as privileged (ALL holds SYS_ADMIN)."""
+
+PER_POD_LIMIT = 3
+"""Most findings of one rule a message names; a pod with hundreds names three."""
+
+
+def check_annotations(context: RuleContext) -> list[Violation]:
+    annotations = _mapping(_mapping(context.pod.raw.get("metadata")).get("annotations"))
+    found = [key for key in annotations if isinstance(key, str) and _is_cdi(key)]
+    if not found or not may_reach_gpu_node(context):
+        return []
+    return [
+        Violation(
+            ANNOTATIONS,
+            f"pod has annotation {echo(key)}, which asks the container runtime for CDI devices "
+            "(such as nvidia.com/gpu=all) the scheduler did not assign; remove it and request "
+            f"{context.policy.gpu_resource} instead",
+        )
+        for key in found[:PER_POD_LIMIT]
+    ]
+
+
+def check_mounts(context: RuleContext) -> list[Violation]:
+    pod = context.pod
+    host_paths = _host_paths(pod.spec.get("volumes"))
+    found = [
+        *(
+            f"hostPath volume {echo(name)} mounts {echo(path)} of the node"
+            for name, path in host_paths.items()
+            if _is_device_host_path(path)
+        ),
+        *_device_list_mounts(pod.all_containers()),
+    ]
+    if not found or not may_reach_gpu_node(context):
+        return []
+    return [
+        Violation(
+            MOUNTS,
+            f"{what}, which hands the container GPUs the scheduler did not assign; remove it",
+        )
+        for what in found[:PER_POD_LIMIT]
+    ]
+
+
+def check_privileged(context: RuleContext) -> list[Violation]:
+    found = privileged_containers(context.pod.all_containers())
+    if not found or not may_reach_gpu_node(context):
+        return []
+    return found
+
+
+def privileged_containers(containers: Iterable[Container]) -> list[Violation]:
+    """Also what judges the debug containers added to a running pod."""
+    violations = []
+    for container in containers:
+        security = _mapping(container.raw.get("securityContext"))
+        added = _mapping(security.get("capabilities")).get("add")
+        capabilities = [c for c in (added if isinstance(added, list) else []) if isinstance(c, str)]
+        if security.get("privileged") is True:
+            why = "is privileged (securityContext.privileged: true)"
+        elif any(c.upper() in CAPABILITIES for c in capabilities):
+            shown = next(c for c in capabilities if c.upper() in CAPABILITIES)
+            why = f"adds capability {echo(shown)}, which the NVIDIA runtime treats as privileged"
+        else:
+            continue
+        violations.append(
+            Violation(
+                PRIVILEGED,
+                f"{container.describe} {why}: the container runtime can give it every device "
+                "of the node, every GPU included; remove it, or have the policy exempt the pod "
+                "(exemptions) if it is the platform's own",
+            )
+        )
+    return violations[:PER_POD_LIMIT]
+
+
+def _is_cdi(key: str) -> bool:
+    domain = key.split("/", 1)[0]
+    return domain == CDI_DOMAIN or domain.endswith("." + CDI_DOMAIN)
+
+
+def _host_paths(volumes: Any) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for volume in volumes if isinstance(volumes, list) else []:
+        host_path = _mapping(_mapping(volume).get("hostPath")).get("path")
+        name = _mapping(volume).get("name")
+        if isinstance(host_path, str) and isinstance(name, str):
+            found[name] = host_path
+    return found
+
+
+def _is_device_host_path(path: str) -> bool:
+    normal = _normal(path)
+    if normal.startswith(DEVICE_NODE_PREFIX) or normal == "/":
+        return True
+    return any(
+        normal == device or normal.startswith(device + "/") or device.startswith(normal + "/")
+        for device in (*DEVICE_HOST_PATHS, DEVICE_NODE_PREFIX)
+    )
+
+
+def _device_list_mounts(containers: Iterable[Container]) -> list[str]:
+    found = []
+    for container in containers:
+        mounts = container.raw.get("volumeMounts")
+        for index, mount in enumerate(mounts if isinstance(mounts, list) else []):
+            path = _mapping(mount).get("mountPath")
+            if not isinstance(path, str):
+                continue
+            normal = _normal(path)
+            if any(normal == d or normal.startswith(d + "/") for d in DEVICE_LIST_DIRS):
+                found.append(
+                    f"{container.describe} mounts a volume at {echo(path)} (spec."
+                    f"{container.list_name}[{container.index}].volumeMounts[{index}]), a "
+                    "device request of the NVIDIA runtime's volume-mounts strategy"
+                )
+    return found
+
+
+def _normal(path: str) -> str:
+    """The path as the node resolves its dots and slashes (not its symlinks)."""
+    normal = posixpath.normpath("/" + path.lstrip("/"))
+    return "/" if normal == "//" else normal
+
+
+def _mapping(value: Any) -> Mapping[Any, Any]:
+    return value if isinstance(value, Mapping) else {}

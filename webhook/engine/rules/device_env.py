@@ -1,0 +1,83 @@
+"""Rule: nobody asks the container runtime for devices through the environment.
+
+Besides NVIDIA_VISIBLE_DEVICES (rule visible-devices), the NVIDIA Container Toolkit
+reads more variables as requests for devices: IMEX channels, MIG configuration and
+monitoring, GDS, MOFED, NVSwitch and GDRCopy devices (the policy's
+`resources.deviceEnv`). A container of a pod that can reach a GPU node may set none
+of them, by value or valueFrom, nor take variables from a ConfigMap or Secret with an
+`envFrom` prefix that can spell one (`NVIDIA_`, `NV`, ...). Keys of ConfigMaps and
+Secrets with those names are judged where they are written (webhook.engine.key_names),
+so an `envFrom` without a prefix cannot bring one in. Values are never echoed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from webhook.engine.decision import Violation, echo
+from webhook.engine.pod import Container
+from webhook.engine.rules.context import RuleContext
+from webhook.engine.rules.reach import may_reach_gpu_node
+from webhook.policy.compiled import Policy
+
+RULE = "device-env"
+
+
+def check(context: RuleContext) -> list[Violation]:
+    containers = context.pod.all_containers()
+    if not any(_sets_device_env(context.policy, c) for c in containers):
+        return []
+    if not may_reach_gpu_node(context):
+        return []
+    return check_device_env(context.policy, containers)
+
+
+def check_device_env(policy: Policy, containers: Iterable[Container]) -> list[Violation]:
+    """Also what judges the debug containers added to a running pod."""
+    names = policy.device_env
+    requested = policy.requested_device_env
+    violations = []
+    for container in containers:
+        for index, entry in enumerate(container.env):
+            name = entry.get("name")
+            if name in names:
+                violations.append(
+                    Violation(
+                        RULE,
+                        f"{container.describe} sets {name} (spec.{container.list_name}"
+                        f"[{container.index}].env[{index}]), which asks the container runtime "
+                        f"for devices the scheduler did not assign; remove it",
+                    )
+                )
+        for index, prefix in _env_from_prefixes(container):
+            spelled = sorted(n for n in requested if prefix and n.startswith(prefix))
+            if spelled:
+                violations.append(
+                    Violation(
+                        RULE,
+                        f"{container.describe} takes variables with prefix {echo(prefix)} "
+                        f"(spec.{container.list_name}[{container.index}].envFrom[{index}]), "
+                        f"which can spell {', '.join(spelled[:3])}"
+                        f"{' and more' if len(spelled) > 3 else ''}, variables that ask the "
+                        "container runtime for devices; use a prefix none of them starts with",
+                    )
+                )
+    return violations
+
+
+def _sets_device_env(policy: Policy, container: Container) -> bool:
+    names = policy.device_env
+    return any(entry.get("name") in names for entry in container.env) or any(
+        prefix for _, prefix in _env_from_prefixes(container)
+    )
+
+
+def _env_from_prefixes(container: Container) -> list[tuple[int, str]]:
+    sources = container.raw.get("envFrom")
+    if not isinstance(sources, list):
+        return []
+    return [
+        (index, source["prefix"])
+        for index, source in enumerate(sources)
+        if isinstance(source, dict) and isinstance(source.get("prefix"), str)
+    ]
