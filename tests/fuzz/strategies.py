@@ -183,7 +183,52 @@ def catalogue() -> tuple[Json, ...]:
         ]),
         claiming_pod(), claiming_pod(None, gpu="one-gpu", nic="nic"),
         pod(containers=[container()], resourceClaims=[{"name": "c", "resourceClaimName": "shared"}]),
+        pod(containers=[container()], tolerations=[{"key": "gpu-pool", "operator": "Exists"}],
+            affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "gpu-pool", "operator": "Exists"},
+                    {"key": "nvidia-gpu-model", "operator": "DoesNotExist"},
+                    {"key": "nvidia-gpu-model", "operator": "Gt", "values": ["9" * 30]},
+                ]}]}}}),
+        annotated(pod("training", containers=[container(gpus=1)]),
+                  {"nvidia.cdi.k8s.io/pod": "nvidia.com/gpu=all", "cdi.k8s.io/x": ["all"]}),
+        pod("training", containers=[container(gpus=1, volumeMounts=[
+            {"name": "d", "mountPath": "/var/run/nvidia-container-devices/../nvidia-container-devices/all"},
+            {"name": "h", "mountPath": ["not", "a", "path"]},
+        ], securityContext={"privileged": True, "capabilities": {"add": ["SYS_ADMIN", 7, None]}})],
+            volumes=[{"name": "d", "hostPath": {"path": "/dev/null"}},
+                     {"name": "h", "hostPath": {"path": "//dev/./nvidia0"}},
+                     {"name": ["x"], "hostPath": "not-a-mapping"}]),
+        pod("inference", containers=[container(
+            env=[{"name": "NVIDIA_IMEX_CHANNELS", "value": "all"}, {"name": ["NVIDIA_GDS"]}],
+            envFrom=[{"prefix": "NV", "configMapRef": {"name": "c"}}, {"prefix": 5}, "x"],
+            limits={"deviceclass.resource.kubernetes.io/gpu.nvidia.com": "64"})]),
+        pod(containers=[container(limits={"deviceclass.resource.kubernetes.io/mig.nvidia.com": "1"})]),
     )  # fmt: skip
+
+
+@st.composite
+def key_holders(draw: st.DrawFn, kind: str) -> Json:
+    """A ConfigMap or Secret, some of whose keys are named as device requests."""
+    names = (
+        st.sampled_from(["NVIDIA_VISIBLE_DEVICES", "NVIDIA_IMEX_CHANNELS", "MODEL"])
+        | unicode_text()
+    )
+    field = draw(st.sampled_from(["data", "binaryData", "stringData"]))
+    keys = draw(
+        st.dictionaries(names, st.sampled_from(["all", "MA=="]) | hostile_values(), max_size=4)
+    )
+    return {
+        "apiVersion": "v1",
+        "kind": kind,
+        "metadata": {"name": "c", "namespace": "ml"},
+        field: keys,
+    }
+
+
+def annotated(obj: Json, annotations: Json) -> Json:
+    obj["metadata"]["annotations"] = annotations
+    return obj
 
 
 @st.composite
@@ -301,9 +346,14 @@ def _short(value: Json) -> str:
 @st.composite
 def reviews(draw: st.DrawFn) -> Drawn:
     """An AdmissionReview, mutated, and the workload its autoscaler targets (or None)."""
-    choice = draw(st.sampled_from(["pod", "pod", "workload", "autoscaler"]))
+    choice = draw(st.sampled_from(["pod", "pod", "workload", "autoscaler", "keys"]))
     scaled: Json = None
-    if choice == "pod":
+    if choice == "keys":
+        group, version = "", "v1"
+        kind = draw(st.sampled_from(["ConfigMap", "Secret"]))
+        resource = kind.lower() + "s"
+        obj = draw(key_holders(kind))
+    elif choice == "pod":
         group, version, kind, resource = "", "v1", "Pod", "pods"
         obj = draw(workload_pods())
     elif choice == "workload":

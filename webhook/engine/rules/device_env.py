@@ -40,7 +40,7 @@ def check_device_env(policy: Policy, containers: Iterable[Container]) -> list[Vi
     for container in containers:
         for index, entry in enumerate(container.env):
             name = entry.get("name")
-            if name in names:
+            if isinstance(name, str) and name in names:
                 violations.append(
                     Violation(
                         RULE,
@@ -67,9 +67,9 @@ def check_device_env(policy: Policy, containers: Iterable[Container]) -> list[Vi
 
 def _sets_device_env(policy: Policy, container: Container) -> bool:
     names = policy.device_env
-    return any(entry.get("name") in names for entry in container.env) or any(
-        prefix for _, prefix in _env_from_prefixes(container)
-    )
+    return any(
+        isinstance(name := entry.get("name"), str) and name in names for entry in container.env
+    ) or any(prefix for _, prefix in _env_from_prefixes(container))
 
 
 def _env_from_prefixes(container: Container) -> list[tuple[int, str]]:
