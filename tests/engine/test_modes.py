@@ -55,6 +55,10 @@ MISSING = ClaimObjects(missing=frozenset({ClaimSource(TEMPLATE, "t")}))
 
 CASES: dict[str, Judge] = {
     "visible-devices": lambda e: validated(e, pod(containers=[container("cuda", env=VISIBLE)])),
+    "device-env": lambda e: admitted(e, pod("training", containers=[container(env=[{"name": "NVIDIA_IMEX_CHANNELS", "value": "0"}])])),
+    "device-annotations": lambda e: admitted(e, {**pod("training"), "metadata": {"name": "p", "namespace": "ml", "labels": {"gpu-admission.io/workload": "training"}, "annotations": {"cdi.k8s.io/x": "nvidia.com/gpu=all"}}}),
+    "device-mounts": lambda e: admitted(e, pod("training", volumes=[{"name": "d", "hostPath": {"path": "/dev/nvidia0"}}])),
+    "privileged-containers": lambda e: admitted(e, pod("training", containers=[container(securityContext={"privileged": True})])),
     "workload-class": lambda e: validated(e, pod("batch")),
     "non-gpu-placement": lambda e: validated(e, pod(tolerations=[{"operator": "Exists"}])),
     "pool-placement": lambda e: admitted(e, pod("inference", nodeSelector={"gpu-pool": "training"})),

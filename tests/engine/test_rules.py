@@ -109,7 +109,8 @@ class TestUnknownRuleNames:
             "enforcement.rules.gpu-cout",
         )
         assert raised.value.reason == (
-            "unknown rule 'gpu-cout'; rules: visible-devices, workload-class, non-gpu-placement, "
+            "unknown rule 'gpu-cout'; rules: visible-devices, device-env, device-annotations, "
+            "device-mounts, privileged-containers, workload-class, non-gpu-placement, "
             "pool-placement, gpu-model, gpu-quantity, gpu-count, mig-profile, priority-class, "
             "resource-claims, claims-not-judged"
         )
@@ -170,6 +171,10 @@ class TestOutcomes:
 
         assert outcomes == {rule: "skip" for rule in RULES.names} | {
             "visible-devices": "pass",
+            "device-env": "pass",
+            "device-annotations": "pass",
+            "device-mounts": "pass",
+            "privileged-containers": "pass",
             "workload-class": "fail",
         }
 

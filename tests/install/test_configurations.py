@@ -184,7 +184,7 @@ def test_failure_policy_is_explicit_and_timeout_small(rendered: Any) -> None:
 def test_workloads_have_a_validating_webhook_of_their_own_at_create_and_update(
     rendered: Any,
 ) -> None:
-    pods, _, _, workloads, _, _, _ = rendered[1]["webhooks"]
+    pods, _, _, workloads, _, _, _, _ = rendered[1]["webhooks"]
     assert (pods["name"], workloads["name"]) == (
         "validate.gpu-admission.io",
         "validate-workloads.gpu-admission.io",
@@ -230,7 +230,7 @@ def test_a_policy_without_workload_kinds_still_covers_the_built_in_controllers()
 def test_autoscalers_have_a_validating_webhook_that_only_warns_and_fails_open(
     rendered: Any,
 ) -> None:
-    pods, _, _, _, autoscalers, _, _ = rendered[1]["webhooks"]
+    pods, _, _, _, autoscalers, _, _, _ = rendered[1]["webhooks"]
     assert autoscalers["name"] == "warn-autoscalers.gpu-admission.io"
     assert autoscalers["clientConfig"]["url"] == "https://127.0.0.1:9443/validate"
     assert autoscalers["rules"] == [

@@ -134,6 +134,10 @@ class TestReadingManifests:
             read_manifest_files([str(missing)], io.StringIO(""))
 
 
+RUNTIME_RULES = ("device-env", "device-annotations", "device-mounts", "privileged-containers")
+"""What the runtime honours: judged for every pod that can reach a GPU node."""
+
+
 class TestEvaluation:
     def test_a_template_is_judged_as_the_pod_made_of_it_after_defaulting_and_mutation(
         self, engine: Engine
@@ -176,8 +180,9 @@ class TestEvaluation:
 
     def test_an_unlabelled_cpu_pod_skips_the_class_rules(self, engine: Engine) -> None:
         assert outcomes(evaluated(engine, pod())) == {
-            "visible-devices": "pass", "workload-class": "pass", "non-gpu-placement": "pass",
-            "pool-placement": "skip", "gpu-model": "skip", "gpu-quantity": "skip",
+            "visible-devices": "pass", "device-env": "pass", "device-annotations": "pass",
+            "device-mounts": "pass", "privileged-containers": "pass",
+            "workload-class": "pass", "non-gpu-placement": "pass", "pool-placement": "skip", "gpu-model": "skip", "gpu-quantity": "skip",
             "gpu-count": "skip", "mig-profile": "skip", "priority-class": "skip",
             "resource-claims": "pass", "claims-not-judged": "pass",
         }  # fmt: skip
@@ -189,7 +194,7 @@ class TestEvaluation:
         assert result["workload-class"] == "fail"
         assert {rule for rule, outcome in result.items() if outcome == "skip"} == set(
             RULES.names
-        ) - {"visible-devices", "workload-class"}
+        ) - {"visible-devices", "workload-class", *RUNTIME_RULES}
 
     def test_an_unknown_class_fails_the_class_rule_and_skips_the_class_rules(
         self, engine: Engine
