@@ -22,7 +22,7 @@ from decimal import Decimal
 from webhook.engine.dra_capacity import UNKNOWN as DRA_UNKNOWN
 from webhook.engine.dra_capacity import DraNow, dra_now
 from webhook.engine.inventory import Inventory, NodeFacts, PriorityClassFacts
-from webhook.engine.seen_nodes import uncovered_gpu_nodes
+from webhook.engine.seen_nodes import is_gpu_node, nodes_with_devices, uncovered_gpu_nodes
 from webhook.policy.compiled import NodeKind, Policy, Pool
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -71,8 +71,9 @@ class NodePlace:
     pool: str | None
     model: str | None
     offers_gpus: bool = False
-    """Whether it advertises a GPU resource of the policy: a GPU node outside every pool
-    (a pool label no pool has, or none yet) is a GPU node all the same."""
+    """Whether it is a GPU node by its own facts (webhook.engine.seen_nodes.is_gpu_node): a
+    GPU node outside every pool (a pool label no pool has, or none yet) is a GPU node all
+    the same."""
 
 
 @dataclass(frozen=True)
@@ -105,12 +106,14 @@ def capacity_now(policy: Policy, inventory: Inventory) -> CapacityNow:
     if inventory.nodes is None:
         return CapacityNow(pools={}, priority_classes=inventory.priority_classes, dra=dra)
     by_label = {pool.label_value: pool for pool in policy.pools.values()}
+    with_devices = nodes_with_devices(policy, inventory.resource_slices or ())
     members: dict[str, list[tuple[NodeFacts, str | None]]] = {}
     places: dict[str, NodePlace] = {}
     for node in inventory.nodes:
         pool = by_label.get(node.labels.get(policy.pool_label, ""))
         if pool is None:
-            places[node.name] = GPU_OUTSIDE_POOLS if _offers_gpus(policy, node) else OUTSIDE_POOLS
+            gpu_node = is_gpu_node(policy, node, with_devices)
+            places[node.name] = GPU_OUTSIDE_POOLS if gpu_node else OUTSIDE_POOLS
             continue
         model = _model_of(policy, pool, node)
         places[node.name] = NodePlace(pool.name, model)

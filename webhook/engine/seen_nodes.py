@@ -33,7 +33,7 @@ def uncovered_gpu_nodes(
 ) -> tuple[NodeKind, ...]:
     """A kind for each group of alike GPU nodes among `nodes` that no kind of the policy
     covers, in the order of their first nodes by name."""
-    with_devices = _nodes_with_devices(policy, slices or ())
+    with_devices = nodes_with_devices(policy, slices or ())
     by_value = {pool.label_value: pool for pool in policy.pools.values()}
     found: dict[tuple[tuple[tuple[str, str], ...], tuple[Taint, ...]], list[str]] = {}
     pool_of: dict[tuple[tuple[tuple[str, str], ...], tuple[Taint, ...]], str] = {}
@@ -87,7 +87,7 @@ def _taints_its_pool(policy: Policy, value: str, taints: tuple[Taint, ...]) -> b
     return Taint(policy.pool_label, value, "NoSchedule") in taints
 
 
-def _nodes_with_devices(policy: Policy, slices: Iterable[ResourceSliceFacts]) -> frozenset[str]:
+def nodes_with_devices(policy: Policy, slices: Iterable[ResourceSliceFacts]) -> frozenset[str]:
     names: set[str] = set()
     for one in slices:
         if one.driver not in policy.dra.drivers:
