@@ -252,21 +252,31 @@ def test_a_pod_of_no_class_aiming_at_a_node_the_policy_does_not_describe_is_refu
     assert controlplane.wait_for_binding(unjudged, f"issue-{shape}") == node
 
 
-def test_a_training_pod_tolerating_every_taint_is_refused(
+def test_a_training_pod_tolerating_every_taint_is_kept_to_training_nodes_by_its_mutation(
     controlplane: ControlPlane, live: WebhookServer, tenant: str
 ) -> None:
+    """Its own `NotIn [inference]` would let it onto the research node; the mutation adds
+    `In [training]` to its term, and the pod is judged (and scheduled) as mutated."""
     manifest = pod(
         "everywhere",
         labels=TRAINING,
         tolerations=[{"operator": "Exists"}],
         affinity=required({"key": POOL_LABEL, "operator": "NotIn", "values": ["inference"]}),
     )
-
-    message = refused(controlplane, live, tenant, manifest, "pool-placement")
-
-    assert "training pod could be scheduled on a GPU node of a pool the policy does not name" in (
-        message
+    result = controlplane.kubectl(
+        *("apply", "--namespace", tenant, "--dry-run=server", "--output=json", "-f", "-"),
+        input=manifest,
     )
+
+    assert result.returncode == 0, result.stderr
+    created = json.loads(result.stdout)
+    terms = created["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    for term in terms:
+        assert {"key": POOL_LABEL, "operator": "In", "values": ["training"]} in (
+            term["matchExpressions"]
+        )
 
 
 def test_training_pods_are_bound_to_training_nodes_only(
