@@ -106,8 +106,9 @@ DENIALS = {
     "visible-devices.yaml": "container 'cuda' sets NVIDIA_VISIBLE_DEVICES=all",
     "borrowed-priority.yaml": "training pod uses priorityClassName 'inference-priority'",
     "cpu-pod-on-gpu-nodes.yaml": "pod requests no GPU but could be scheduled on GPU pool "
-    "inference or training (spec.tolerations[0] {operator: Exists} tolerates "
-    "gpu-pool=inference:NoSchedule, gpu-pool=training:NoSchedule",
+    "inference or training, or a GPU node of a pool the policy does not name "
+    "(spec.tolerations[0] {operator: Exists} tolerates gpu-pool=inference:NoSchedule, "
+    "gpu-pool=training:NoSchedule, gpu-pool=<a value of no pool of the policy>:NoSchedule",
 }
 
 

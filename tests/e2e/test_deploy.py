@@ -37,7 +37,7 @@ CONFIGURATIONS = {
     "mutatingwebhookconfiguration": "/mutate",
     "validatingwebhookconfiguration": "/validate",
 }
-WEBHOOK_COUNTS = {"mutatingwebhookconfiguration": 2, "validatingwebhookconfiguration": 7}
+WEBHOOK_COUNTS = {"mutatingwebhookconfiguration": 2, "validatingwebhookconfiguration": 8}
 """Pods with and without the workload label are mutated and validated by a webhook
 each, class pods' updates by one more; workloads' templates by a validating webhook
 of their own; autoscalers are warned of by another; GPU ResourceClaimTemplates and

@@ -99,7 +99,7 @@ def check_non_gpu_placement(context: RuleContext) -> list[Violation]:
     return [
         Violation(
             NON_GPU,
-            f"pod requests no GPU but could be scheduled on {' or '.join(where)} "
+            f"pod requests no GPU but could be scheduled on {', or '.join(where)} "
             f"({_let_in(context.pod, reached)}); add the node affinity requirement "
             f"{policy.pool_label} DoesNotExist, or drop the toleration",
         )
@@ -120,10 +120,7 @@ def _describe(policy: Policy, place: str, kinds: list[NodeKind]) -> str:
     """`pool training (gpu-pool=training)`, with which of its nodes when not those of the
     models it lists; `a GPU node of a pool the policy does not name`; `GPU node gpu-7 ...`."""
     if place == UNKNOWN_POOL:
-        return (
-            f"a GPU node of a pool the policy does not name ({policy.pool_label}=<a value of "
-            f"no pool of the policy>)"
-        )
+        return "a GPU node of a pool the policy does not name"
     if kinds[0].shape == SEEN:
         kind = kinds[0]
         more = f" (and {kind.nodes - 1:,} more like it)" if kind.nodes > 1 else ""
