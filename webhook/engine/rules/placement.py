@@ -38,7 +38,12 @@ UNKNOWN_POOL = ""
 
 def check_class_placement(context: RuleContext) -> list[Violation]:
     policy, pod, workload = context.policy, context.pod, context.known_class
-    kinds = (*context.placement.candidates(pod, workload.name), *context.now.gpu_node_kinds)
+    # Its own pools' nodes of other models or none: neither wrong nor what "never" counts.
+    kinds = [
+        kind
+        for kind in (*context.placement.candidates(pod, workload.name), *context.now.gpu_node_kinds)
+        if kind.listed or kind.pool not in workload.pools
+    ]
     reach = reach_of(policy, pod, kinds)
     violations = []
     wrong = [r.kind for r in reach if r.kind.pool not in workload.pools and r.possibly]
