@@ -50,6 +50,7 @@ from webhook.engine.inventory import (
 )
 from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
 from webhook.policy import Policy, load_policy_text
+from webhook.policy.compiled import Taint
 from webhook.policy.load import default_policy_text, load_default_policy
 
 TARGET_REVIEWS_PER_SECOND = 20_000
@@ -380,6 +381,10 @@ def measure_engine(
     return samples
 
 
+POOL_TAINTS = {pool: Taint("gpu-pool", pool, "NoSchedule") for pool in ("inference", "training")}
+"""Each GPU node carries its pool's taint, as clusters following the practice taint them."""
+
+
 def live_inventory(nodes: int) -> Inventory:
     """A cluster of `nodes` GPU nodes, a third inference (MIG mixed) and the rest training,
     as the informer hands it over; every node at least as large as the policy says. Every
@@ -392,7 +397,7 @@ def live_inventory(nodes: int) -> Inventory:
         if index % 6 == 0:
             name = f"gpu-node-{index:05d}"
             labels = {"gpu-pool": "inference", "nvidia-gpu-model": "A100"}
-            facts.append(NodeFacts(name, labels, True, {}))
+            facts.append(NodeFacts(name, labels, True, {}, (POOL_TAINTS["inference"],)))
             slices.append(ResourceSliceFacts(name, DRA_DRIVER, name, 1, 1, name, devices))
             continue
         if index % 3 == 0:
@@ -402,7 +407,8 @@ def live_inventory(nodes: int) -> Inventory:
             model = "V100" if index % 2 else "A100"
             labels = {"gpu-pool": "training", "nvidia-gpu-model": model}
             allocatable = {"nvidia.com/gpu": Decimal(8)}
-        facts.append(NodeFacts(f"gpu-node-{index:05d}", labels, True, allocatable))
+        taints = (POOL_TAINTS[labels["gpu-pool"]],)
+        facts.append(NodeFacts(f"gpu-node-{index:05d}", labels, True, allocatable, taints))
     classes = {
         c.priority_class.name: PriorityClassFacts(
             c.priority_class.name, c.priority_class.value, c.priority_class.preemption_policy

@@ -38,7 +38,8 @@ PRIVILEGED = "privileged-containers"
 CDI_DOMAIN = "cdi.k8s.io"
 """Annotations whose key's domain is this or ends with `.cdi.k8s.io` ask for CDI devices."""
 
-DEVICE_LIST_DIRS = ("/var/run/nvidia-container-devices", "/run/nvidia-container-devices")
+DEVICE_LIST_NAME = "nvidia-container-devices"
+DEVICE_LIST_DIRS = (f"/var/run/{DEVICE_LIST_NAME}", f"/run/{DEVICE_LIST_NAME}")
 """Where the toolkit's volume-mounts strategy reads device requests from mounts."""
 
 DEVICE_HOST_PATHS = (
@@ -67,6 +68,8 @@ PER_POD_LIMIT = 3
 
 def check_annotations(context: RuleContext) -> list[Violation]:
     annotations = _mapping(_mapping(context.pod.raw.get("metadata")).get("annotations"))
+    if not annotations:
+        return []
     found = [key for key in annotations if isinstance(key, str) and _is_cdi(key)]
     if not found or not may_reach_gpu_node(context):
         return []
@@ -114,13 +117,12 @@ def privileged_containers(containers: Iterable[Container]) -> list[Violation]:
     """Also what judges the debug containers added to a running pod."""
     violations = []
     for container in containers:
-        security = _mapping(container.raw.get("securityContext"))
-        added = _mapping(security.get("capabilities")).get("add")
-        capabilities = [c for c in (added if isinstance(added, list) else []) if isinstance(c, str)]
+        security = container.raw.get("securityContext")
+        if not security or not isinstance(security, dict):
+            continue
         if security.get("privileged") is True:
             why = "is privileged (securityContext.privileged: true)"
-        elif any(c.upper() in CAPABILITIES for c in capabilities):
-            shown = next(c for c in capabilities if c.upper() in CAPABILITIES)
+        elif shown := _admin_capability(security.get("capabilities")):
             why = f"adds capability {echo(shown)}, which the NVIDIA runtime treats as privileged"
         else:
             continue
@@ -135,7 +137,17 @@ def privileged_containers(containers: Iterable[Container]) -> list[Violation]:
     return violations[:PER_POD_LIMIT]
 
 
+def _admin_capability(capabilities: Any) -> str | None:
+    """The first capability added that holds CAP_SYS_ADMIN, as written."""
+    added = capabilities.get("add") if isinstance(capabilities, dict) else None
+    if not added or not isinstance(added, list):
+        return None
+    return next((c for c in added if isinstance(c, str) and c.upper() in CAPABILITIES), None)
+
+
 def _is_cdi(key: str) -> bool:
+    if CDI_DOMAIN not in key:
+        return False
     domain = key.split("/", 1)[0]
     return domain == CDI_DOMAIN or domain.endswith("." + CDI_DOMAIN)
 
@@ -143,7 +155,9 @@ def _is_cdi(key: str) -> bool:
 def _host_paths(volumes: Any) -> dict[str, str]:
     found: dict[str, str] = {}
     for volume in volumes if isinstance(volumes, list) else []:
-        host_path = _mapping(_mapping(volume).get("hostPath")).get("path")
+        if not isinstance(volume, dict) or "hostPath" not in volume:
+            continue
+        host_path = _mapping(volume["hostPath"]).get("path")
         name = _mapping(volume).get("name")
         if isinstance(host_path, str) and isinstance(name, str):
             found[name] = host_path
@@ -164,9 +178,12 @@ def _device_list_mounts(containers: Iterable[Container]) -> list[str]:
     found = []
     for container in containers:
         mounts = container.raw.get("volumeMounts")
-        for index, mount in enumerate(mounts if isinstance(mounts, list) else []):
-            path = _mapping(mount).get("mountPath")
-            if not isinstance(path, str):
+        if not mounts or not isinstance(mounts, list):
+            continue
+        for index, mount in enumerate(mounts):
+            path = mount.get("mountPath") if isinstance(mount, dict) else None
+            # Normalising only drops components: a path without the folder's name is not in it.
+            if not isinstance(path, str) or DEVICE_LIST_NAME not in path:
                 continue
             normal = _normal(path)
             if any(normal == d or normal.startswith(d + "/") for d in DEVICE_LIST_DIRS):

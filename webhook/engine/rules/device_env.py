@@ -66,10 +66,14 @@ def check_device_env(policy: Policy, containers: Iterable[Container]) -> list[Vi
 
 
 def _sets_device_env(policy: Policy, container: Container) -> bool:
+    if container.raw.get("envFrom"):
+        return True  # whether a prefix spells one is for check_device_env to say
     names = policy.device_env
-    return any(
-        isinstance(name := entry.get("name"), str) and name in names for entry in container.env
-    ) or any(prefix for _, prefix in _env_from_prefixes(container))
+    for entry in container.env:
+        name = entry.get("name")
+        if isinstance(name, str) and name in names:
+            return True
+    return False
 
 
 def _env_from_prefixes(container: Container) -> list[tuple[int, str]]:
