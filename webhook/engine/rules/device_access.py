@@ -115,7 +115,7 @@ def check_privileged(context: RuleContext) -> list[Violation]:
 
 def privileged_containers(containers: Iterable[Container]) -> list[Violation]:
     """Also what judges the debug containers added to a running pod."""
-    violations = []
+    violations: list[Violation] = []
     for container in containers:
         security = container.raw.get("securityContext")
         if not security or not isinstance(security, dict):
@@ -126,6 +126,8 @@ def privileged_containers(containers: Iterable[Container]) -> list[Violation]:
             why = f"adds capability {echo(shown)}, which the NVIDIA runtime treats as privileged"
         else:
             continue
+        if len(violations) == PER_POD_LIMIT:
+            break
         violations.append(
             Violation(
                 PRIVILEGED,
@@ -134,7 +136,7 @@ def privileged_containers(containers: Iterable[Container]) -> list[Violation]:
                 "(exemptions) if it is the platform's own",
             )
         )
-    return violations[:PER_POD_LIMIT]
+    return violations
 
 
 def _admin_capability(capabilities: Any) -> str | None:

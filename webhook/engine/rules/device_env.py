@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from webhook.engine.decision import Violation, echo
 from webhook.engine.pod import Container
 from webhook.engine.rules.context import RuleContext
+from webhook.engine.rules.device_access import PER_POD_LIMIT
 from webhook.engine.rules.reach import may_reach_gpu_node
 from webhook.policy.compiled import Policy
 
@@ -36,8 +37,10 @@ def check_device_env(policy: Policy, containers: Iterable[Container]) -> list[Vi
     """Also what judges the debug containers added to a running pod."""
     names = policy.device_env
     requested = policy.requested_device_env
-    violations = []
+    violations: list[Violation] = []
     for container in containers:
+        if len(violations) >= PER_POD_LIMIT:
+            break  # a pod of thousands of such entries is told of the first few
         for index, entry in enumerate(container.env):
             name = entry.get("name")
             if isinstance(name, str) and name in names:
@@ -62,7 +65,7 @@ def check_device_env(policy: Policy, containers: Iterable[Container]) -> list[Vi
                         "container runtime for devices; use a prefix none of them starts with",
                     )
                 )
-    return violations
+    return violations[:PER_POD_LIMIT]
 
 
 def _sets_device_env(policy: Policy, container: Container) -> bool:
