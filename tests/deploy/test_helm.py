@@ -468,3 +468,42 @@ def test_without_the_schema_the_templates_refuse_the_same_values(
 
     assert result.returncode != 0
     assert message in result.stderr
+
+
+def webhook_port_rule(objects: Objects) -> dict[str, Any]:
+    """The ingress rule of the replicas' NetworkPolicy that opens the webhook port."""
+    rules = one(objects, "NetworkPolicy")["spec"]["ingress"]
+    (rule,) = [r for r in rules if r["ports"] == [{"port": "https", "protocol": "TCP"}]]
+    return rule
+
+
+def test_by_default_the_webhook_port_admits_every_source(helm: Path) -> None:
+    assert "from" not in webhook_port_rule(template(helm))
+
+
+def test_webhook_sources_admit_the_webhook_port_from_those_addresses_only(helm: Path) -> None:
+    objects = template(helm, *sets("networkPolicy.webhookSources={10.0.0.10/32,fd00::10/128}"))
+
+    assert webhook_port_rule(objects)["from"] == [
+        {"ipBlock": {"cidr": "10.0.0.10/32"}},
+        {"ipBlock": {"cidr": "fd00::10/128"}},
+    ]
+    metrics_rule = one(objects, "NetworkPolicy")["spec"]["ingress"][1]
+    assert metrics_rule["ports"] == [{"port": "metrics", "protocol": "TCP"}]
+
+
+def test_a_webhook_source_that_is_not_a_cidr_is_refused(helm: Path) -> None:
+    result = run(
+        [
+            helm,
+            "template",
+            "gpu-admission",
+            CHART_DIR,
+            "--set",
+            "networkPolicy.webhookSources={kube-apiserver}",
+        ],
+        check=False,
+    )
+
+    assert result.returncode != 0
+    assert "webhookSources" in result.stderr
