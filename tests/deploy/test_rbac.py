@@ -64,6 +64,7 @@ def test_serve_may_read_the_live_inventory_list_what_runs_and_write_its_policy_r
         (CLUSTER, {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["get", "list", "watch"]}),
         (CLUSTER, {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices", "deviceclasses"], "verbs": ["get", "list", "watch"]}),
         (CLUSTER, {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaimtemplates", "resourceclaims"], "verbs": ["get"]}),
+        (CLUSTER, {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}),
         (CLUSTER, {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets", "replicasets"], "verbs": ["get", "list"]}),
         (
             CLUSTER,

@@ -184,7 +184,7 @@ def test_failure_policy_is_explicit_and_timeout_small(rendered: Any) -> None:
 def test_workloads_have_a_validating_webhook_of_their_own_at_create_and_update(
     rendered: Any,
 ) -> None:
-    pods, _, _, workloads, _, _, _, _ = rendered[1]["webhooks"]
+    pods, _, _, workloads, *_ = rendered[1]["webhooks"]
     assert (pods["name"], workloads["name"]) == (
         "validate.gpu-admission.io",
         "validate-workloads.gpu-admission.io",
@@ -230,7 +230,7 @@ def test_a_policy_without_workload_kinds_still_covers_the_built_in_controllers()
 def test_autoscalers_have_a_validating_webhook_that_only_warns_and_fails_open(
     rendered: Any,
 ) -> None:
-    pods, _, _, _, autoscalers, _, _, _ = rendered[1]["webhooks"]
+    pods, _, _, _, autoscalers, *_ = rendered[1]["webhooks"]
     assert autoscalers["name"] == "warn-autoscalers.gpu-admission.io"
     assert autoscalers["clientConfig"]["url"] == "https://127.0.0.1:9443/validate"
     assert autoscalers["rules"] == [
@@ -270,13 +270,14 @@ def test_every_webhook_that_guards_pods_fails_closed_the_others_open(rendered: A
         "validate-workloads.gpu-admission.io": "Fail",
         "warn-autoscalers.gpu-admission.io": "Ignore",
         "validate-claims.gpu-admission.io": "Fail",
+        "validate-bindings.gpu-admission.io": "Fail",
         "validate-env-keys.gpu-admission.io": "Fail",
         "validate-policy.gpu-admission.io": "Ignore",
     }
 
 
 def test_gpu_claims_have_a_validating_webhook_at_their_create_only(rendered: Any) -> None:
-    pods, *_, claims, _, _ = rendered[1]["webhooks"]
+    pods, *_, claims, _, _, _ = rendered[1]["webhooks"]
 
     assert claims["name"] == "validate-claims.gpu-admission.io"
     assert claims["rules"] == [
@@ -291,6 +292,28 @@ def test_gpu_claims_have_a_validating_webhook_at_their_create_only(rendered: Any
     assert claims["namespaceSelector"] == pods["namespaceSelector"]
     [condition] = claims["matchConditions"]
     assert "'gpu.nvidia.com', 'mig.nvidia.com'" in condition["expression"]
+
+
+def test_pod_bindings_have_a_validating_webhook_that_sends_every_one_in_scope(
+    rendered: Any,
+) -> None:
+    """A Binding carries nothing of its pod to select or match on."""
+    pods, *_, bindings, _, _ = rendered[1]["webhooks"]
+
+    assert bindings["name"] == "validate-bindings.gpu-admission.io"
+    assert bindings["rules"] == [
+        {
+            "operations": ["CREATE"],
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "resources": ["pods/binding"],
+            "scope": "Namespaced",
+        }
+    ]
+    assert bindings["namespaceSelector"] == pods["namespaceSelector"]
+    assert "objectSelector" not in bindings
+    assert "matchConditions" not in bindings
+    assert bindings["clientConfig"]["url"].endswith("/validate")
 
 
 class TestThePolicyConfigMapWebhook:

@@ -18,6 +18,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.engine.autoscalers import ScaleTarget, autoscaler_warnings, scale_target
+from webhook.engine.binding import (
+    CLAIM_RULES,
+    binding_sources,
+    bound_pod,
+    is_pod_binding,
+    pod_as_bound,
+)
 from webhook.engine.capacity_now import STATIC, CapacityNow, capacity_now
 from webhook.engine.claim_objects import claim_object_kind, judge_claim_object
 from webhook.engine.claims import ClaimSource
@@ -32,6 +39,7 @@ from webhook.engine.decision import (
     judge,
     malformed,
     reasons,
+    shorten,
 )
 from webhook.engine.env_keys import env_keys_kind, judge_env_keys
 from webhook.engine.inventory import UNKNOWN, Inventory
@@ -47,6 +55,7 @@ from webhook.engine.pod_claims import (
 )
 from webhook.engine.request import AdmissionRequest, refusal
 from webhook.engine.rules import RULES, Findings, Registry, RuleContext
+from webhook.engine.rules.claims import RULE as CLAIMS_RULE
 from webhook.engine.rules.device_access import privileged_containers
 from webhook.engine.rules.device_env import check_device_env
 from webhook.engine.rules.registry import with_modes
@@ -82,10 +91,18 @@ class Engine:
         self._seen = (inventory, now)
         return now
 
-    def claim_sources(self, request: AdmissionRequest) -> tuple[ClaimSource, ...]:
+    def claim_sources(
+        self, request: AdmissionRequest, read: ClaimObjects = NO_CLAIMS
+    ) -> tuple[ClaimSource, ...]:
         """The ResourceClaimTemplates and ResourceClaims (in the request's namespace) whose
         objects `mutate` and `validate` need for the pods under review, each once: none for
-        a pod without claims, or anything that is not a pod or workload."""
+        a pod without claims, or anything that is not a pod or workload.
+
+        A pod's binding needs the pod first (``webhook.engine.binding``): asked again with
+        what was `read`, the claims it names come after it. A caller reads until nothing
+        new is asked for."""
+        if is_pod_binding(request):
+            return binding_sources(request, read)
         if request.subresource or request.operation not in ("CREATE", "UPDATE"):
             return ()
         if not isinstance(request.object, dict):
@@ -154,6 +171,8 @@ class Engine:
         if (refused := refusal(request)) is not None:
             return refused
         now = self.capacity(inventory)
+        if is_pod_binding(request):
+            return self._validate_binding(request, now, claims)
         if target is None and not request.is_pod:  # a pod is no autoscaler
             target = self.scale_target(request)
         if target is not None:
@@ -250,6 +269,43 @@ class Engine:
             violations = [v for v in violations if (v.rule, v.message) not in before]
         return judge(violations, f"gpu-admission denied update of pod {_name(request, pod)!r}")
 
+    def _validate_binding(
+        self, request: AdmissionRequest, now: CapacityNow, claims: ClaimObjects
+    ) -> Decision:
+        """The pod bound judged again by the rules its claims decide, against the claims as
+        the scheduler allocated them (see ``webhook.engine.binding``). A pod that could not
+        be read is refused (the webhooks fail closed); one that is gone, or was not looked
+        for (no cluster to read it from), is the binding's own business."""
+        found = bound_pod(request, claims)
+        if found is None:
+            return allow()
+        source, obj = found
+        subject = (
+            f"gpu-admission denied binding of pod {_qualified(request, source.name)!r}"
+            f"{_bound_to(request)}, judged by its claims as the scheduler allocated them"
+        )
+        if source in claims.unreadable:
+            reason = f"the pod could not be read ({claims.unreadable[source]})"
+            return judge([Violation(CLAIMS_RULE, reason)], subject)
+        if not isinstance(obj, dict):
+            return allow()
+        try:
+            pod = read_pod(pod_as_bound(obj), self.policy)
+            if not pod.resource_claims:
+                return allow()
+            exemption = self.policy.exemption_for(_namespace(request, pod), pod.labels)
+            if exemption is not None:
+                return exempt(exemption.reason)
+            violations = [v for v in self.pod_violations(pod, now, claims) if v.rule in CLAIM_RULES]
+        except MalformedObject as error:
+            return malformed(str(error))
+        enforced = [v.message for v in violations if v.mode == ENFORCE]
+        message = (
+            f"{subject}: {reasons(enforced)}; a pod keeps the claims it names, so give them "
+            "back what they asked at its CREATE or create the pod again"
+        )
+        return judge(violations, subject, message)
+
     def _old_violations(
         self, request: AdmissionRequest, now: CapacityNow, claims: ClaimObjects
     ) -> list[Violation]:
@@ -315,6 +371,17 @@ def _namespace(request: AdmissionRequest, pod: PodView) -> str:
 def _name(request: AdmissionRequest, pod: PodView) -> str:
     name = request.name or pod.name
     return f"{request.namespace}/{name}" if request.namespace else name
+
+
+def _qualified(request: AdmissionRequest, name: str) -> str:
+    return f"{request.namespace}/{name}" if request.namespace else name
+
+
+def _bound_to(request: AdmissionRequest) -> str:
+    """` to node 'gpu-3'`, from the Binding's target; empty when it names none."""
+    target = request.object.get("target") if isinstance(request.object, dict) else None
+    node = target.get("name") if isinstance(target, dict) else None
+    return f" to node {shorten(node, 80)!r}" if isinstance(node, str) and node else ""
 
 
 def _workload_name(request: AdmissionRequest) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,7 @@ import anyio
 import anyio.to_thread
 
 from webhook.engine import AdmissionRequest, Engine
+from webhook.engine.binding import BOUND_POD
 from webhook.engine.claims import ClaimSource
 from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
 
@@ -35,6 +37,11 @@ CONCURRENT_READS = 16
 """Reads in flight at once, for all reviews together (the thread pool's other 40 threads
 stay for the rest): a review names at most 64, and a read takes milliseconds."""
 
+CONCURRENT_POD_READS = 4
+"""Pods read at once for their bindings, apart from the claims: a pod can be a thousand
+times larger than a claim (up to 1.5 MiB as stored), so a tenant's large pods being
+scheduled hold a few MiB here, never sixteen of them, and never the claims' reads."""
+
 
 @dataclass
 class ClaimReader:
@@ -43,38 +50,59 @@ class ClaimReader:
     _threads: anyio.CapacityLimiter | None = field(default=None, init=False, repr=False)
     """Made on first use: an anyio limiter needs a running event loop."""
 
-    def _limiter(self) -> anyio.CapacityLimiter:
+    _pod_threads: anyio.CapacityLimiter | None = field(default=None, init=False, repr=False)
+
+    def _limiter_of(self, source: ClaimSource) -> anyio.CapacityLimiter:
+        if source.kind == BOUND_POD:
+            if self._pod_threads is None:
+                self._pod_threads = anyio.CapacityLimiter(CONCURRENT_POD_READS)
+            return self._pod_threads
         if self._threads is None:
             self._threads = anyio.CapacityLimiter(CONCURRENT_READS)
         return self._threads
 
     async def objects(self, engine: Engine, request: AdmissionRequest) -> ClaimObjects:
         """The objects of the claims the pods of `request` name; NO_CLAIMS when they
-        name none."""
+        name none. A pod's binding names its pod first and the pod its claims: what the
+        engine asks for once the first round is read comes in a second, within the same
+        ``seconds`` in all."""
         sources = engine.claim_sources(request)
         if not sources:
             return NO_CLAIMS
-        return await self.read_all(request.namespace, sources, request.uid)
+        deadline = time.monotonic() + self.seconds
+        read = await self.read_all(request.namespace, sources, request.uid)
+        more = tuple(s for s in engine.claim_sources(request, read) if s not in sources)
+        if not more:
+            return read
+        left = max(deadline - time.monotonic(), 0.0)
+        return _merged(read, await self.read_all(request.namespace, more, request.uid, left))
 
     async def read_all(
-        self, namespace: str, sources: tuple[ClaimSource, ...], uid: str = ""
+        self,
+        namespace: str,
+        sources: tuple[ClaimSource, ...],
+        uid: str = "",
+        seconds: float | None = None,
     ) -> ClaimObjects:
-        """Each of `sources` in `namespace`, read at once, waiting at most ``seconds``."""
-        limiter = self._limiter()
+        """Each of `sources` in `namespace`, read at once, waiting at most `seconds`
+        (``seconds`` when None)."""
+        seconds = self.seconds if seconds is None else seconds
         reads = {
             source: asyncio.ensure_future(
-                anyio.to_thread.run_sync(self.read, namespace, source, limiter=limiter)
+                anyio.to_thread.run_sync(
+                    self.read, namespace, source, limiter=self._limiter_of(source)
+                )
             )
             for source in sources
         }
-        await asyncio.wait(reads.values(), timeout=self.seconds)
+        await asyncio.wait(reads.values(), timeout=seconds)
         found: dict[ClaimSource, Any] = {}
         missing: set[ClaimSource] = set()
         unreadable: dict[ClaimSource, str] = {}
         for source, read in reads.items():
             if not read.done():
                 read.cancel()  # the thread runs on until its own timeout; its answer is dropped
-                unreadable[source] = f"no answer from the cluster within {self.seconds:g} s"
+                unreadable[source] = f"no answer from the cluster within {seconds:g} s"
             elif (error := read.exception()) is not None:
                 unreadable[source] = _reason(error)
             elif read.result() is None:
@@ -91,6 +119,14 @@ class ClaimReader:
                 },
             )
         return ClaimObjects(found=found, missing=frozenset(missing), unreadable=unreadable)
+
+
+def _merged(first: ClaimObjects, then: ClaimObjects) -> ClaimObjects:
+    return ClaimObjects(
+        found={**first.found, **then.found},
+        missing=first.missing | then.missing,
+        unreadable={**first.unreadable, **then.unreadable},
+    )
 
 
 def _reason(error: BaseException) -> str:

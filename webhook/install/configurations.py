@@ -32,6 +32,13 @@ the tests prove:
   webhook that only ever warns (webhook.engine.autoscalers): it fails open and
   sends every autoscaler of an opted-in namespace, since whether one scales GPU
   pods is only known from its target;
+- pods' bindings (``pods/binding``, kube-scheduler's last write before a kubelet runs
+  the pod) go to a validating webhook of their own, which reads the pod and judges it
+  again against its ResourceClaims as allocated (webhook.engine.binding): a claim can
+  be deleted and made again under its name until then. A Binding carries no labels
+  nor anything of the pod, so every binding of an opted-in namespace is sent, and,
+  failing closed, a stopped service holds the scheduling of that namespace's pods
+  until it is back (they wait in the scheduler's queue, none is lost);
 - the policy ConfigMap goes to a validating webhook of its own (``/validate-policy``),
   so `kubectl apply` of a policy the service cannot load fails with its problems:
   only ConfigMaps of the service's own namespace named `gpu-admission-policy` (or
@@ -59,6 +66,7 @@ POD_UPDATE_WEBHOOK = "validate-updates.gpu-admission.io"
 WORKLOAD_WEBHOOK = "validate-workloads.gpu-admission.io"
 AUTOSCALER_WEBHOOK = "warn-autoscalers.gpu-admission.io"
 CLAIM_WEBHOOK = "validate-claims.gpu-admission.io"
+BINDING_WEBHOOK = "validate-bindings.gpu-admission.io"
 ENV_KEYS_WEBHOOK = "validate-env-keys.gpu-admission.io"
 POLICY_WEBHOOK = "validate-policy.gpu-admission.io"
 POLICY_PATH = "/validate-policy"
@@ -481,6 +489,7 @@ def render_webhook_configurations(
         claim_rules(),
         (("gpu-claim", claim_relevance_condition(policy)),),
     )
+    binding_hook = hook(BINDING_WEBHOOK, "/validate", [_pod_rule(["CREATE"], "pods/binding")])
     env_keys_hook = hook(
         ENV_KEYS_WEBHOOK,
         "/validate",
@@ -506,6 +515,7 @@ def render_webhook_configurations(
                 workload_hook,
                 autoscaler_hook,
                 claim_hook,
+                binding_hook,
                 env_keys_hook,
                 policy_webhook(endpoint, own_namespace or NAMESPACE, timeout_seconds),
             ],

@@ -1,5 +1,5 @@
 """The Kubernetes side of claimed GPUs: reading the ResourceClaimTemplates and
-ResourceClaims a pod under review names.
+ResourceClaims a pod under review names, and the pod a binding under review names.
 
 Read as plain JSON (``webhook.kube.reads``) from ``resource.k8s.io/v1``, so the engine
 reads them like the object under review. A read takes at most ``timeout`` seconds; the
@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from webhook.engine.binding import BOUND_POD
 from webhook.engine.claims import TEMPLATE, ClaimSource
-from webhook.kube.reads import ObjectTooLarge, read_namespaced
+from webhook.kube.reads import ObjectTooLarge, read_namespaced, read_pod
 
 __all__ = [
     "MAX_OBJECT_BYTES",
+    "MAX_POD_BYTES",
     "RESOURCE_GROUP",
     "RESOURCE_VERSION",
     "TIMEOUT_SECONDS",
@@ -34,6 +36,11 @@ stays well under this. A review reads up to 64 at once, so a tenant's 1.5 MiB te
 cannot make one review hold a hundred MiB: a larger one is not read, and the pod naming
 it is refused with why."""
 
+MAX_POD_BYTES = 3 * 1024 * 1024
+"""The largest pod read, for its binding: kube-apiserver takes no request body over 3 MiB,
+so no pod is refused for its size. The service reads few at once (``CONCURRENT_POD_READS``
+of ``webhook.http.claim_reader``)."""
+
 PLURALS = {TEMPLATE: "resourceclaimtemplates"}
 """The plural of each kind a pod names; a ResourceClaim otherwise."""
 
@@ -43,7 +50,10 @@ def fetch_claim_object(
 ) -> dict[str, Any] | None:
     """The template or claim `source` names in `namespace`, as a JSON dict; None when it
     does not exist (404). Other API errors, and timeouts, raise; so does one over
-    `MAX_OBJECT_BYTES` (ObjectTooLarge)."""
+    `MAX_OBJECT_BYTES` (ObjectTooLarge). The pod a binding names (``BOUND_POD``) is read
+    the same way, up to ``MAX_POD_BYTES``."""
+    if source.kind == BOUND_POD:
+        return read_pod(api, namespace, source.name, timeout=timeout, max_bytes=MAX_POD_BYTES)
     plural = PLURALS.get(source.kind, "resourceclaims")
     return read_namespaced(
         api,
