@@ -11,11 +11,12 @@ autoscaler under review targets is read between parsing and judging
 name (``webhook.http.claim_reader``); in the worker, a review naming them comes back
 unjudged with their names, and is judged again once they are read.
 
-A body over the cap is answered 413, one the service has no room for now 503 (see
-``webhook.http.body``); a body that is not a review is logged and answered 400. An
-engine that fails, or cannot be built, is logged with the review's uid and answered
-``allowed: false`` with code 500. A client that goes away before its body arrived is
-logged at debug level and answered nothing.
+A body over the cap is answered 413, one the service has no room for now 503, one cut
+off for a whole body that needed its room 408 (see ``webhook.http.body``); a body that
+is not a review is logged and answered 400. An engine that fails, or cannot be built,
+is logged with the review's uid and answered ``allowed: false`` with code 500. A
+client that goes away before its body arrived is logged at debug level and answered
+nothing.
 """
 
 from __future__ import annotations
@@ -29,7 +30,13 @@ from starlette.requests import ClientDisconnect, Request
 from webhook.engine import AdmissionRequest, Engine
 from webhook.engine.inventory import Inventory
 from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
-from webhook.http.body import BodyBudgetSpent, BodyLimits, BodyTooLarge, received_body
+from webhook.http.body import (
+    BodyBudgetSpent,
+    BodyLimits,
+    BodyStalled,
+    BodyTooLarge,
+    received_body,
+)
 from webhook.http.claim_reader import ClaimReader
 from webhook.http.judging import JUDGES, Judged, decode, encode, failed, judged
 from webhook.http.offload import ReviewWorker
@@ -41,6 +48,11 @@ BUSY = (
     "gpu-admission holds as many large reviews as it can at once; "
     "try again in a few seconds, or send a smaller object"
 )
+BUSY_FROM_SOURCE = (
+    "gpu-admission holds as many large reviews from this address as it lets one address "
+    "have at once; try again in a few seconds"
+)
+STALLED = "request body still arriving when a whole one needed its room"
 
 
 @dataclass(frozen=True)
@@ -68,8 +80,10 @@ class ReviewAnswerer:
         except BodyTooLarge:
             reason = f"request body exceeds {self.limits.max_bytes} bytes"
             return Judged(413, encode({"error": reason}))
-        except BodyBudgetSpent:
-            return Judged(503, encode({"error": BUSY}))
+        except BodyBudgetSpent as spent:
+            return Judged(503, encode({"error": BUSY_FROM_SOURCE if spent.per_source else BUSY}))
+        except BodyStalled:
+            return Judged(408, encode({"error": STALLED}))
         except ClientDisconnect:
             log.debug("the client went away before its request body arrived")
             return None

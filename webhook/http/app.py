@@ -79,7 +79,9 @@ most); larger ones in the review worker. Ordinary pods are 2 to 10 KB."""
 BODY_BUDGET_BYTES = 16 * 1024 * 1024
 """Bytes of bodies over ``INLINE_BODY_BYTES`` held at once, received or waiting for the
 worker: two of the largest. With the worker's 100 MiB peak on one of them and the server's
-own 75 MiB, this is what fits under the Deployment's 256 MiB."""
+own 75 MiB, this is what fits under the Deployment's 256 MiB. One source address holds at
+most half of it (one of the largest), and bodies that stall give way to whole ones
+(``webhook.http.body``)."""
 
 NO_TELEMETRY: TelemetryConfig = {
     "tracing": False,
@@ -104,6 +106,7 @@ def create_app(
     worker: ReviewWorker | None = None,
     body_budget_bytes: int = BODY_BUDGET_BYTES,
     claims: ReadClaim | None = None,
+    body_share_per_source: int | None = None,
 ) -> FastAPI:
     """`engine` returns the engine to use for one review (it may change on policy reload).
 
@@ -113,7 +116,9 @@ def create_app(
     `scaled_workloads` reads the workload an autoscaler under review targets (without
     it, autoscalers are admitted without looking); `worker` judges bodies over
     ``INLINE_BODY_BYTES`` (without it, every body is judged on the event loop); `claims`
-    reads the templates and claims pods name (without it, they are not judged).
+    reads the templates and claims pods name (without it, they are not judged);
+    `body_share_per_source` is the most one source address holds of the large-body
+    budget (half of it unless given).
     """
     app = FastAPI(
         title="gpu-admission",
@@ -127,7 +132,14 @@ def create_app(
     answerer = ReviewAnswerer(
         engine,
         cluster=inventory or (lambda: UNKNOWN),
-        limits=BodyLimits(max_body_bytes, INLINE_BODY_BYTES, BodyBudget(body_budget_bytes)),
+        limits=BodyLimits(
+            max_body_bytes,
+            INLINE_BODY_BYTES,
+            BodyBudget(
+                body_budget_bytes,
+                body_budget_bytes // 2 if body_share_per_source is None else body_share_per_source,
+            ),
+        ),
         worker=worker,
         scaled_workloads=(
             None

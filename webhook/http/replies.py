@@ -1,9 +1,9 @@
 """HTTP responses of the admission app: a review's encoded reply, and the probes' JSON.
 
-A review refused for want of room (413: too large; 503: no room for it now) closes its
-connection, and a 503 says when to try again: kube-apiserver's client retries a 503
-within the webhook's timeout only when told when to, so a review refused for a moment
-then gets through.
+A review refused for want of room (413: too large; 503: no room for it now; 408: its
+body cut off while it still arrived) closes its connection, and a 503 says when to try
+again: kube-apiserver's client retries a 503 within the webhook's timeout only when
+told when to, so a review refused for a moment then gets through.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ RETRY_AFTER_SECONDS = "1"
 def review_reply(judged: Judged) -> Response:
     """The response carrying ``judged``'s encoded reply with its status."""
     headers = None
-    if judged.status == 413:
+    if judged.status in (408, 413):
         headers = {"connection": "close"}
     elif judged.status == 503:
         headers = {"connection": "close", "retry-after": RETRY_AFTER_SECONDS}
