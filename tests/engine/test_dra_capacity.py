@@ -259,9 +259,20 @@ def test_the_clusters_other_device_classes_of_the_gpu_drivers_are_gpu_classes(
         "a100.example.com": DeviceClassFacts("a100.example.com", ('device.driver == "gpu.nvidia.com"',)),
         "small.example.com": DeviceClassFacts("small.example.com", ("device.attributes['gpu.nvidia.com'].type == 'mig'",)),
         "nic.example.com": DeviceClassFacts("nic.example.com", ("device.driver == 'nic.example.com'",)),
+        "channel.example.com": DeviceClassFacts("channel.example.com", ("device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'channel'",)),
     }  # fmt: skip
 
     found = gpu_device_classes(policy, Inventory(device_classes=classes))
 
-    assert found == {"a100.example.com": "gpu", "small.example.com": "mig"}
-    assert dra_now(policy, Inventory(device_classes=classes)).other_gpu_classes == found
+    assert found.others == {"a100.example.com": "gpu", "small.example.com": "mig"}
+    assert found.kind_of("gpu.nvidia.com") == "gpu" and found.kind_of("nic.example.com") is None
+    assert dra_now(policy, Inventory(device_classes=classes)).gpu_classes == found
+
+
+def test_the_one_view_of_gpu_classes_is_the_policys_alone_without_an_inventory(
+    policy: Policy,
+) -> None:
+    view = UNKNOWN.classes_for(policy)
+
+    assert view.others == {} and view.kind_of("mig.nvidia.com") == "mig"
+    assert dra_now(policy, Inventory()).classes_for(policy) == view

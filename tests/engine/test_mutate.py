@@ -8,8 +8,24 @@ from typing import Any
 
 import pytest
 
-from tests.builders import GPU_MODEL, container, mutated, pod, pod_create
+from tests.builders import (
+    GPU_MODEL,
+    claim_objects,
+    claim_spec,
+    claim_template,
+    claiming_container,
+    container,
+    dra_engine,
+    from_templates,
+    mutated,
+    pod,
+    pod_create,
+)
 from webhook.engine import Engine
+from webhook.engine.inventory import DeviceClassFacts, Inventory
+from webhook.engine.mutate import mutate_pod
+from webhook.engine.pod import read_pod
+from webhook.engine.pod_claims import pod_claims
 from webhook.policy import load_default_policy, load_policy_file
 from webhook.policy.load import default_policy_text, load_policy_text
 
@@ -371,3 +387,54 @@ class TestOverflowPolicy:
         ]
         assert [t["value"] for t in result["spec"]["tolerations"]] == ["inference", "training"]
         assert overflow.mutate(pod_create(result)).patch == ()
+
+
+NVIDIA_GPU_SELECTOR = (
+    "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
+)
+"""What the NVIDIA DRA driver's own GPU DeviceClass selects: its whole GPUs."""
+
+
+class TestGpuClassesThePolicyDoesNotName:
+    """A claim of a DeviceClass of the cluster's that picks the GPU driver's GPUs asks for
+    GPUs, for mutation as for validation."""
+
+    @pytest.fixture(scope="class")
+    def inventory(self) -> Inventory:
+        facts = DeviceClassFacts("gpus.example.com", (NVIDIA_GPU_SELECTOR,))
+        return Inventory(device_classes={"gpus.example.com": facts})
+
+    def claiming_pod(self) -> dict[str, Any]:
+        return pod(
+            "training",
+            containers=[container("sidecar"), claiming_container("app")],
+            resourceClaims=from_templates(gpu="one-gpu"),
+        )
+
+    def test_the_container_holding_its_claim_keeps_its_gpus_visible_and_none_is_given_one(
+        self, inventory: Inventory
+    ) -> None:
+        engine = dra_engine()
+        template = claim_template("one-gpu", claim_spec("gpus.example.com"))
+
+        result = mutated(engine, self.claiming_pod(), inventory, claim_objects(template))
+
+        sidecar, app = result["spec"]["containers"]
+        assert "nvidia.com/gpu" not in str(result["spec"]["containers"])
+        assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"} in sidecar["env"]
+        assert "env" not in app
+
+    def test_mutation_reads_claims_through_the_inventory_s_view_whoever_resolved_them(
+        self, inventory: Inventory
+    ) -> None:
+        engine = dra_engine()
+        objects = claim_objects(claim_template("one-gpu", claim_spec("gpus.example.com")))
+        view = read_pod(self.claiming_pod(), engine.policy)
+        workload = engine.policy.classes["training"]
+        read_without_it = pod_claims(engine.policy, view, objects)
+
+        patch = mutate_pod(
+            engine.policy, view, workload, engine.capacity(inventory), read_without_it
+        )
+
+        assert not any("nvidia.com/gpu" in str(operation) for operation in patch)

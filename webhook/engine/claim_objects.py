@@ -40,7 +40,7 @@ def judge_claim_object(policy: Policy, request: AdmissionRequest, now: CapacityN
         return allow()
     source = ClaimSource(kind, request.name or _name(request.object))
     try:
-        asks = claim_asks(policy.dra, source, request.object, now.dra.other_gpu_classes)
+        asks = claim_asks(now.dra.classes_for(policy), source, request.object)
     except MalformedObject as error:
         return malformed(str(error))
     if not asks.asks_gpus:

@@ -17,13 +17,23 @@ and the MIG profile, in the domain of one of its drivers)::
 Any other expression (a memory comparison, a ``||``, a function call) is kept as
 written and reported as not judged: the ask is then judged by what it is known to
 want, never by a guess at what the expression means.
+
+Which DeviceClasses give GPUs is one view, ``GpuClasses``: the policy's, and the
+cluster's own classes whose selectors pick its GPU drivers' devices (worked out once
+per inventory, ``webhook.engine.dra_capacity``). Mutation, validation and the offline
+check all read claims through it, so they never differ on which containers hold GPUs.
+
+kube-scheduler meets a ``firstAvailable`` request with the first of its alternatives
+that can be had on the node it tries (k8s.io/dynamic-resource-allocation's structured
+allocator walks them in order, and falls back to the next when the pod's other requests
+leave none of the earlier): every alternative is a way the pod may run.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.errors import MalformedObject
@@ -35,6 +45,27 @@ EXACT_COUNT = "ExactCount"
 ALL = "All"
 MAX_REQUESTS = 32
 """kube-apiserver's own limit on a claim's requests (and on a request's alternatives)."""
+
+
+@dataclass(frozen=True)
+class GpuClasses:
+    """The DeviceClasses whose devices are GPUs (``gpu``) or MIG devices (``mig``): the
+    policy's (``dra.deviceClasses``), and the cluster's others whose selectors pick
+    devices of the policy's GPU drivers (an administrator's class of one GPU model, the
+    classes the NVIDIA DRA driver installs under other names)."""
+
+    settings: DraSettings
+    others: Mapping[str, str] = field(default_factory=dict)
+    """The cluster's GPU DeviceClasses the policy does not name, by kind."""
+
+    def kind_of(self, device_class: str) -> str | None:
+        """``gpu`` or ``mig`` for a GPU DeviceClass, None for any other."""
+        return self.settings.device_kind(device_class) or self.others.get(device_class)
+
+    def names(self, kind: str) -> list[str]:
+        """The DeviceClasses of `kind`, the policy's first, each sorted."""
+        named = self.settings.gpu_classes if kind == GPU_DEVICE else self.settings.mig_classes
+        return sorted(named) + sorted(c for c, k in self.others.items() if k == kind)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -94,13 +125,21 @@ class DeviceRequest:
 
     @property
     def is_gpu(self) -> bool:
-        """Whether every way of meeting it gives GPUs (an alternative without is not
-        judged: the scheduler may take it)."""
+        """Whether every way of meeting it gives GPUs."""
         return bool(self.alternatives) and all(ask.is_gpu for ask in self.alternatives)
 
     @property
     def may_be_gpu(self) -> bool:
+        """Whether some way of meeting it gives GPUs: a container using it may hold them."""
         return any(ask.is_gpu for ask in self.alternatives)
+
+    @property
+    def may_give_no_gpu(self) -> tuple[Ask, ...]:
+        """Its alternatives that give no GPU, when some other gives GPUs: ways the pod may
+        run holding other devices where it meant to hold GPUs."""
+        if not self.may_be_gpu:
+            return ()
+        return tuple(ask for ask in self.alternatives if not ask.is_gpu)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,16 +160,12 @@ class ClaimAsks:
         return bool(self.gpu_requests)
 
 
-def claim_asks(
-    settings: DraSettings,
-    source: ClaimSource,
-    obj: Any,
-    other_classes: Mapping[str, str] | None = None,
-) -> ClaimAsks:
-    """What the claim or template `obj` (as JSON) asks for; `other_classes` are GPU
-    DeviceClasses the policy does not name, by kind. Raises MalformedObject for one
+def claim_asks(classes: GpuClasses | DraSettings, source: ClaimSource, obj: Any) -> ClaimAsks:
+    """What the claim or template `obj` (as JSON) asks for, with `classes` the GPU
+    DeviceClasses (settings alone: the policy's only). Raises MalformedObject for one
     kube-apiserver would not have stored (a wrong shape, a negative count)."""
-    classes = other_classes or {}
+    if isinstance(classes, DraSettings):
+        classes = GpuClasses(classes)
     root = _mapping(obj, "")
     spec = _mapping(root.get("spec"), "spec")
     if source.kind == TEMPLATE:
@@ -141,22 +176,20 @@ def claim_asks(
     devices = _mapping(spec.get("devices"), where, optional=True)
     requests = _list(devices.get("requests"), f"{where}.requests")
     parsed = tuple(
-        _request(settings, classes, raw, f"{where}.requests[{index}]")
+        _request(classes, raw, f"{where}.requests[{index}]")
         for index, raw in enumerate(requests[:MAX_REQUESTS])
     )
     return ClaimAsks.of(source, parsed)
 
 
-def _request(
-    settings: DraSettings, classes: Mapping[str, str], raw: Any, where: str
-) -> DeviceRequest:
+def _request(classes: GpuClasses, raw: Any, where: str) -> DeviceRequest:
     request = _mapping(raw, where)
     name = request.get("name")
     if not isinstance(name, str):
         raise MalformedObject(f"{where}.name", "must be a string")
     exactly = request.get("exactly")
     if exactly is not None:
-        return DeviceRequest(name, (_ask(settings, classes, name, exactly, f"{where}.exactly"),))
+        return DeviceRequest(name, (_ask(classes, name, exactly, f"{where}.exactly"),))
     alternatives = _list(request.get("firstAvailable"), f"{where}.firstAvailable")
     asks = []
     for index, sub in enumerate(alternatives[:MAX_REQUESTS]):
@@ -164,11 +197,11 @@ def _request(
         sub_name = _mapping(sub, sub_where).get("name")
         if not isinstance(sub_name, str):
             raise MalformedObject(f"{sub_where}.name", "must be a string")
-        asks.append(_ask(settings, classes, f"{name}/{sub_name}", sub, sub_where))
+        asks.append(_ask(classes, f"{name}/{sub_name}", sub, sub_where))
     return DeviceRequest(name, tuple(asks))
 
 
-def _ask(settings: DraSettings, classes: Mapping[str, str], name: str, raw: Any, where: str) -> Ask:
+def _ask(classes: GpuClasses, name: str, raw: Any, where: str) -> Ask:
     fields = _mapping(raw, where)
     device_class = fields.get("deviceClassName")
     if not isinstance(device_class, str):
@@ -181,8 +214,8 @@ def _ask(settings: DraSettings, classes: Mapping[str, str], name: str, raw: Any,
         count = 1
     if not isinstance(count, int) or isinstance(count, bool) or count < 1:
         raise MalformedObject(f"{where}.count", "must be a whole number of at least 1")
-    selected = _selectors(settings, fields.get("selectors"), f"{where}.selectors")
-    kind = settings.device_kind(device_class) or classes.get(device_class)
+    selected = _selectors(classes.settings, fields.get("selectors"), f"{where}.selectors")
+    kind = classes.kind_of(device_class)
     if kind is not None and selected.kind is not None:
         kind = selected.kind  # a GPU class narrowed to MIG devices by a selector, say
     return Ask(

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from webhook.engine.claims import GpuClasses
 from webhook.engine.inventory import DeviceFacts, Inventory, NodeFacts, ResourceSliceFacts
 from webhook.engine.resource_slices import DriverPool, current_slices
 from webhook.policy.compiled import GPU_DEVICE, MIG_DEVICE, DraSettings, Policy, Pool
@@ -137,13 +138,23 @@ class DraNow:
     """Policy pool -> its schedulable nodes' devices; pools with none are absent."""
     incomplete: tuple[DriverPool, ...] = ()
     """The policy drivers' pools whose newest generation is still arriving."""
-    other_gpu_classes: Mapping[str, str] = field(default_factory=dict)
-    """DeviceClasses of the cluster the policy does not name whose selectors pick devices
-    of its GPU drivers, by what they give (``gpu`` or ``mig``): a claim of one asks for
-    GPUs all the same (see ``gpu_device_classes``)."""
+    gpu_classes: GpuClasses | None = field(default=None, compare=False)
+    """Which DeviceClasses give GPUs, the policy's and the cluster's others (see
+    ``gpu_device_classes``); None for no policy's (``UNKNOWN``). Not compared: two
+    inventories' devices are alike whatever classes select them."""
 
     def pool(self, name: str) -> DraPoolNow | None:
         return self.pools.get(name)
+
+    def classes_for(self, policy: Policy) -> GpuClasses:
+        """The one view of GPU DeviceClasses that mutation, validation and the offline
+        check read claims through: this inventory's, or the policy's alone."""
+        return self.gpu_classes or GpuClasses(policy.dra)
+
+    @property
+    def other_gpu_classes(self) -> GpuClasses | None:
+        """`gpu_classes`, by the name callers of ``pod_claims`` knew it under."""
+        return self.gpu_classes
 
 
 UNKNOWN = DraNow(synced=False)
@@ -152,7 +163,7 @@ UNKNOWN = DraNow(synced=False)
 def dra_now(policy: Policy, inventory: Inventory) -> DraNow:
     """What each pool of `policy` offers through DRA in `inventory`."""
     if inventory.resource_slices is None:
-        return DraNow(synced=False, other_gpu_classes=gpu_device_classes(policy, inventory))
+        return DraNow(synced=False, gpu_classes=gpu_device_classes(policy, inventory))
     settings = policy.dra
     ours = [s for s in inventory.resource_slices if s.driver in settings.drivers]
     current = current_slices(ours)
@@ -184,19 +195,18 @@ def dra_now(policy: Policy, inventory: Inventory) -> DraNow:
         nodes=nodes,
         pools={name: DraPoolNow(name, tuple(found)) for name, found in members.items()},
         incomplete=current.incomplete,
-        other_gpu_classes=gpu_device_classes(policy, inventory),
+        gpu_classes=gpu_device_classes(policy, inventory),
     )
 
 
-_MIG_TYPE = re.compile(r"""==\s*["']mig["']""")
-
-
-def gpu_device_classes(policy: Policy, inventory: Inventory) -> dict[str, str]:
-    """The cluster's DeviceClasses, other than the policy's, whose selectors name one of
-    the policy's GPU drivers (``device.driver == "gpu.nvidia.com"``, or its attributes):
-    an administrator's class of one GPU model, say. Their devices are GPUs, MIG slices
-    when a selector asks for the ``mig`` type; a claim of one is judged as a GPU claim
-    rather than let through as some other device's."""
+def gpu_device_classes(policy: Policy, inventory: Inventory) -> GpuClasses:
+    """The policy's GPU DeviceClasses and the cluster's others whose selectors name one
+    of the policy's GPU drivers (``device.driver == "gpu.nvidia.com"``, or its
+    attributes): an administrator's class of one GPU model, say, or the NVIDIA driver's
+    own classes under names the policy does not list. Their devices are GPUs, MIG slices
+    when a selector asks for the ``mig`` type; a class whose selector asks for another
+    type (a driver's channel or passthrough devices) gives no GPU. A claim of one is
+    judged as a GPU claim rather than let through as some other device's."""
     settings = policy.dra
     found: dict[str, str] = {}
     for name, facts in (inventory.device_classes or {}).items():
@@ -205,8 +215,17 @@ def gpu_device_classes(policy: Policy, inventory: Inventory) -> dict[str, str]:
         text = " ".join(facts.selectors)
         if not any(f'"{d}"' in text or f"'{d}'" in text for d in settings.drivers):
             continue
-        found[name] = MIG_DEVICE if _MIG_TYPE.search(text) else GPU_DEVICE
-    return found
+        types = set(_types(settings.type_attribute).findall(text))
+        if types - {GPU_DEVICE, MIG_DEVICE}:
+            continue
+        found[name] = MIG_DEVICE if MIG_DEVICE in types else GPU_DEVICE
+    return GpuClasses(settings, found)
+
+
+def _types(attribute: str) -> re.Pattern[str]:
+    """The values a selector asks of the type attribute, either way it is written."""
+    name = re.escape(attribute)
+    return re.compile(rf"""(?:\.{name}|\[\s*["']{name}["']\s*\])\s*==\s*["']([^"']*)["']""")
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,9 @@ def mutate_pod(
 
     A pod that claims GPUs through Dynamic Resource Allocation (or has a claim not known,
     which may) gets no device-plugin GPU, affinity to the class's pools that take
-    claimed GPUs, and keeps the node's GPUs visible to the containers using its claims."""
+    claimed GPUs, and keeps the node's GPUs visible to the containers using its claims.
+    The claims are read through `now`'s view of GPU DeviceClasses, validation's."""
+    claims = claims.seen_with(policy, pod, now.dra.classes_for(policy))
     patch = PatchBuilder()
     defaulted = _gpu_counts(patch, policy, pod, workload, claims)
     _node_affinity(patch, policy, pod, workload, claims)
@@ -56,7 +58,7 @@ def created_pod(
     workload = policy.classes.get(pod.labels.get(policy.workload_label, ""))
     if workload is None or not workload.mutate:
         return pod
-    claims = pod_claims(policy, pod, objects, now.dra.other_gpu_classes)
+    claims = pod_claims(policy, pod, objects, now.dra.classes_for(policy))
     patch = mutate_pod(policy, pod, workload, now, claims)
     if not patch:
         return pod

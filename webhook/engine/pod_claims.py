@@ -9,6 +9,11 @@ rules say so.
 kube-scheduler allocates every claim of a pod on the node it picks, whether or not a
 container uses it; a container gets the devices of the claims (or the one request of a
 claim) its ``resources.claims`` names.
+
+Claims are read through one view of which DeviceClasses give GPUs (``GpuClasses``, the
+inventory's), and remember it: mutation reads a pod's claims again through the view of
+the inventory it mutates with when handed them read through another (``seen_with``), so
+that mutation and validation never differ on which containers hold GPUs.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from webhook.engine.claims import CLAIM, TEMPLATE, ClaimAsks, ClaimSource, claim_asks
+from webhook.engine.claims import CLAIM, TEMPLATE, ClaimAsks, ClaimSource, GpuClasses, claim_asks
 from webhook.engine.pod import Container, PodView
 from webhook.errors import MalformedObject
 from webhook.policy.compiled import Policy
@@ -87,6 +92,16 @@ class PodClaims:
     """The pod's claims, resolved."""
 
     claims: tuple[PodClaim, ...] = ()
+    objects: ClaimObjects = NO_CLAIMS
+    """The objects they were resolved from."""
+    classes: GpuClasses | None = None
+    """The view of GPU DeviceClasses they were read through; None for none yet."""
+
+    def seen_with(self, policy: Policy, pod: PodView, classes: GpuClasses) -> PodClaims:
+        """The same claims read through `classes`: themselves when they were."""
+        if not self.claims or self.classes == classes:
+            return self
+        return pod_claims(policy, pod, self.objects, classes)
 
     @cached_property
     def gpu_claims(self) -> tuple[PodClaim, ...]:
@@ -140,12 +155,14 @@ def pod_claims(
     policy: Policy,
     pod: PodView,
     objects: ClaimObjects,
-    other_classes: Mapping[str, str] | None = None,
+    classes: GpuClasses | None = None,
 ) -> PodClaims:
-    """The claims of `pod`, resolved from `objects`; `other_classes` are the cluster's GPU
-    DeviceClasses the policy does not name (``DraNow.other_gpu_classes``)."""
+    """The claims of `pod`, resolved from `objects` and read through `classes`, the GPU
+    DeviceClasses of the inventory (``DraNow.classes_for``); the policy's alone when
+    None."""
     if not pod.resource_claims:
         return NONE
+    view = classes or GpuClasses(policy.dra)
     resolved = []
     for name, source in pod.resource_claims.items():
         if source is None:
@@ -156,12 +173,12 @@ def pod_claims(
             resolved.append(PodClaim(name, source, None, objects.reason_unknown(source)))
             continue
         try:
-            asks = claim_asks(policy.dra, source, obj, other_classes)
+            asks = claim_asks(view, source, obj)
         except MalformedObject as error:
             resolved.append(PodClaim(name, source, None, f"cannot be read: {error}"))
             continue
         resolved.append(PodClaim(name, source, asks))
-    return PodClaims(tuple(resolved))
+    return PodClaims(tuple(resolved), objects, view)
 
 
 def sources_named(pods: Iterable[Any]) -> tuple[ClaimSource, ...]:

@@ -9,6 +9,8 @@ outcome is the one the engine reported with its decision.
 The ResourceClaimTemplates and ResourceClaims among the documents are judged as at
 their CREATE too, and are what the pods' claims of Dynamic Resource Allocation ask
 for (webhook.offline.claim_documents): a claim naming one not among them is not judged.
+They are read through the engine's one view of GPU DeviceClasses (``DraNow.classes_for``),
+as the mutation and validation of the same run read them.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from typing import Any
 import jsonpatch
 
 from webhook.engine import AdmissionRequest, Engine, RuleOutcome
-from webhook.engine.claims import ClaimAsks, ClaimSource, claim_asks
+from webhook.engine.claims import ClaimAsks, ClaimSource, GpuClasses, claim_asks
 from webhook.engine.decision import ENFORCE
+from webhook.engine.inventory import UNKNOWN
 from webhook.engine.pod import read_pod
 from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects, PodClaim, pod_claims
 from webhook.engine.templates import (
@@ -228,7 +231,7 @@ def evaluate_pod(
         mutated=mutated,
         landings=landings(policy, view),
         warnings=tuple(dict.fromkeys(mutation.warnings + decision.warnings)),
-        claims=pod_claims(policy, view, claims).claims,
+        claims=pod_claims(policy, view, claims, _classes(engine)).claims,
     )
 
 
@@ -244,13 +247,19 @@ def evaluate_claim_object(
     )  # fmt: skip
     decision = engine.validate(request)
     try:
-        asks: ClaimAsks | None = claim_asks(engine.policy.dra, ClaimSource(kind, ref.name), sent)
+        asks: ClaimAsks | None = claim_asks(_classes(engine), ClaimSource(kind, ref.name), sent)
     except MalformedObject:
         asks = None
     failed = tuple(dict.fromkeys(v.rule for v in decision.violations if v.mode == ENFORCE))
     return ClaimObjectEvaluation(
         ref, decision.allowed, decision.message, asks, decision.warnings, failed
     )
+
+
+def _classes(engine: Engine) -> GpuClasses:
+    """The GPU DeviceClasses the engine's mutation and validation read claims through
+    offline, where there is no cluster: the policy's."""
+    return engine.capacity(UNKNOWN).dra.classes_for(engine.policy)
 
 
 def object_ref(document: Document) -> ObjectRef:
