@@ -1,6 +1,8 @@
 """The audit's bounds on the real control plane: listing page by page in the namespaces
-named only, a stopped run asking for no further page, and PolicyReports published a
-page at a time, written only when changed and never touching a foreign one.
+named only, one object at a time, a stopped run asking for no further page, tenant-sized
+objects costing the run one object's memory, owners trusted only when they exist, and
+PolicyReports published a page at a time, written only when changed and never touching
+a foreign one.
 
 A few pods and suspended Jobs are created while their namespaces have not opted in (no
 webhook sees them), then two of the three namespaces opt in. Page sizes are made small
@@ -10,6 +12,8 @@ webhook sees them), then two of the three namespaces opt in. Page sizes are made
 from __future__ import annotations
 
 import functools
+import itertools
+import tracemalloc
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,7 +28,7 @@ from webhook.kube import listing
 from webhook.kube import policy_reports as publishing
 from webhook.kube.api_errors import ApiException
 from webhook.kube.client import api_client
-from webhook.kube.listing import list_kind
+from webhook.kube.listing import list_kind, read_object
 from webhook.kube.policy_reports import GROUP, PLURAL, REPORT_NAME, VERSION, publish_policy_reports
 from webhook.service import audit
 from webhook.service.audit import audit_cluster
@@ -113,55 +117,69 @@ def job_kind(engine: Engine) -> TemplateKind:
 def test_named_namespaces_are_listed_each_page_by_page(api: Any, running: None) -> None:
     progress: list[int] = []
 
-    pages = list(
+    items = list(
         list_kind(
             api, POD, "v1", namespaces=[TEAM_A, TEAM_B], page_size=2,
             progress=lambda _, listed: progress.append(listed),
         )
     )  # fmt: skip
 
-    assert [len(page.items) for page in pages] == [2, 2, 1, 2, 1]
-    assert progress == [2, 4, 5, 7, 8]  # counted across the namespaces
-    namespaces = [item["metadata"]["namespace"] for page in pages for item in page.items]
+    assert progress == [2, 4, 5, 7, 8]  # pages of 2, 2, 1 then 2, 1, counted across namespaces
+    namespaces = [item["metadata"]["namespace"] for item in items]
     assert namespaces == [TEAM_A] * 5 + [TEAM_B] * 3  # never OUTSIDE
-    assert {(item["apiVersion"], item["kind"]) for page in pages for item in page.items} == {
-        ("v1", "Pod")
-    }
+    assert {(item["apiVersion"], item["kind"]) for item in items} == {("v1", "Pod")}
 
 
 def test_a_kind_of_another_group_is_listed_page_by_page_by_the_generic_calls(
     api: Any, running: None, engine: Engine
 ) -> None:
-    pages = list(list_kind(api, job_kind(engine), "v1", namespaces=[TEAM_A, TEAM_B], page_size=2))
+    progress: list[int] = []
 
-    assert [len(page.items) for page in pages] == [2, 1, 0]  # TEAM_B has no Job
-    assert {(item["apiVersion"], item["kind"]) for page in pages for item in page.items} == {
-        ("batch/v1", "Job")
-    }
+    items = list(
+        list_kind(
+            api, job_kind(engine), "v1", namespaces=[TEAM_A, TEAM_B], page_size=2,
+            progress=lambda _, listed: progress.append(listed),
+        )
+    )  # fmt: skip
+
+    assert progress == [2, 3, 3]  # TEAM_B has no Job
+    assert {(item["apiVersion"], item["kind"]) for item in items} == {("batch/v1", "Job")}
 
 
 def test_without_namespaces_the_kind_is_listed_across_the_cluster(api: Any, running: None) -> None:
-    sizes: list[int] = []
-    namespaces: set[str] = set()
-    for page in list_kind(api, POD, "v1", page_size=2):
-        sizes.append(len(page.items))
-        namespaces |= {item["metadata"]["namespace"] for item in page.items}
+    progress: list[int] = [0]
+    namespaces = {
+        item["metadata"]["namespace"]
+        for item in list_kind(api, POD, "v1", page_size=2, progress=lambda _, n: progress.append(n))
+    }
 
     assert set(PODS) <= namespaces
-    assert len(sizes) > 1 and max(sizes) <= 2
+    pages = [after - before for before, after in itertools.pairwise(progress)]
+    assert len(pages) > 1 and max(pages) <= 2
 
 
 def test_the_next_page_is_asked_for_only_when_the_last_is_taken(api: Any, running: None) -> None:
     progress: list[int] = []
-    pages = list_kind(
+    items = list_kind(
         api, POD, "v1", namespaces=[TEAM_A, TEAM_B], page_size=2,
         progress=lambda _, listed: progress.append(listed),
     )  # fmt: skip
 
-    next(pages)
-    pages.close()
+    for _ in range(3):  # the first page, and the first object of the second
+        next(items)
+    items.close()
 
-    assert progress == [2]  # told after each page listed: one page, and no other
+    assert progress == [2]  # told after each page listed: one page whole, and no third
+
+
+def test_an_object_is_read_again_by_name_and_a_missing_one_is_none(
+    api: Any, running: None, engine: Engine
+) -> None:
+    found = read_object(api, job_kind(engine), "v1", TEAM_A, "j-0")
+
+    assert isinstance(found, dict)
+    assert (found["apiVersion"], found["kind"], found["metadata"]["name"]) == ("batch/v1", "Job", "j-0")  # fmt: skip
+    assert read_object(api, job_kind(engine), "v1", TEAM_A, "no-such-job") is None
 
 
 # --- the audit's run (webhook.service.audit.audit_cluster) --------------------------------
@@ -205,25 +223,130 @@ def test_an_audit_of_all_namespaces_covers_those_not_opted_in(
     assert sum(run.summary.by_namespace[OUTSIDE].values()) == PODS[OUTSIDE]
 
 
-def test_a_run_told_to_stop_after_its_first_page_asks_for_no_further_page(
+def test_a_run_told_to_stop_after_its_first_object_asks_for_no_further_page(
     api: Any, running: None, engine: Engine, small_pages: None
 ) -> None:
-    asked: list[int] = []
+    told: list[Any] = []
     pages: list[int] = []
 
     def should_stop() -> bool:
-        asked.append(len(pages))
-        return len(asked) >= 2  # before the first kind, then after the first page
+        return len(told) >= 1  # asked before each kind and after each object judged
 
     run = audit_cluster(
-        api, engine, inventory=Inventory(), should_stop=should_stop,
+        api, engine, inventory=Inventory(), should_stop=should_stop, found=told.append,
         listed=lambda _, listed: pages.append(listed),
     )  # fmt: skip
 
     assert run.stopped
-    assert asked == [0, 1]
-    assert len(pages) == 1  # the page listed before the stop, and no other asked for
-    assert run.summary.judged <= 2
+    assert pages == []  # the first page was left unread, and no other asked for
+    assert run.summary.judged == 1
+
+
+# --- tenant-sized objects and owners (webhook.kube.listing, webhook.service.audit) --------
+
+TENANT = "bounds-tenant"
+TENANT_SIZED = 10
+"""ReplicaSets of zero replicas, each with a value of VALUE_BYTES: with pages read whole,
+all of them were held at once, raw and parsed."""
+VALUE_BYTES = 1_200_000
+GHOST = {
+    "apiVersion": "jobset.x-k8s.io/v1alpha2",
+    "kind": "JobSet",  # judged (the default policy's workloadKinds), never served here
+    "name": "ghost",
+    "uid": "6b0d3c1e-0000-4000-8000-000000000000",
+    "controller": True,
+}
+
+
+def tenant_replica_set(name: str) -> dict[str, Any]:
+    env = [{"name": "BLOB", "value": "x" * VALUE_BYTES}]
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "main", "image": "busybox", "env": env}]},
+            },
+        },
+    }
+
+
+def cronjob(name: str, owners: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    template = {"spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}}  # fmt: skip
+    metadata: dict[str, Any] = {"name": name}
+    if owners:
+        metadata["ownerReferences"] = owners
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": metadata,
+        "spec": {
+            "schedule": "0 0 1 1 *",
+            "suspend": True,
+            "jobTemplate": {"spec": {"template": template}},
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def tenant(controlplane: ControlPlane, api: Any) -> Iterator[None]:
+    """TENANT_SIZED ReplicaSets of a 1.2 MB value; a CronJob whose controller is a JobSet
+    the cluster does not serve; a real CronJob and a Job it controls. Created before the
+    namespace opts in."""
+    controlplane.create_namespace(TENANT)
+    try:
+        apps = client.AppsV1Api(api)
+        batch = client.BatchV1Api(api)
+        for index in range(TENANT_SIZED):
+            apps.create_namespaced_replica_set(TENANT, tenant_replica_set(f"big-{index}"))
+        batch.create_namespaced_cron_job(TENANT, cronjob("fake-owned", [GHOST]))
+        real = batch.create_namespaced_cron_job(TENANT, cronjob("real-owner"))
+        owner = {"apiVersion": "batch/v1", "kind": "CronJob", "name": "real-owner", "uid": real.metadata.uid, "controller": True}  # fmt: skip
+        job = suspended_job("owned-by-real")
+        job["metadata"]["ownerReferences"] = [owner]
+        batch.create_namespaced_job(TENANT, job)
+        controlplane.create_namespace(TENANT, OPT_IN)
+        yield
+    finally:
+        controlplane.delete_namespace(TENANT, wait=False)
+
+
+def test_tenant_sized_objects_cost_the_audit_one_object_at_a_time(
+    api: Any, tenant: None, engine: Engine
+) -> None:
+    """Ten ReplicaSets of 1.2 MB on one page: read whole, the page alone held 12 MB raw
+    and 12 MB parsed (the issue's replica grew by 200 MiB with 40). Now the run's peak of
+    Python memory stays within a few objects, whatever the page holds."""
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        run = audit_cluster(api, engine, inventory=Inventory(), keep=lambda finding: False)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+    assert run.summary.by_namespace[TENANT]["passed"] + run.summary.by_namespace[TENANT]["warned"] >= TENANT_SIZED  # fmt: skip
+    assert peak < 4 * VALUE_BYTES, f"peak {peak:,} bytes"  # the page is 10 of them
+
+
+def test_a_workload_whose_owner_does_not_exist_is_judged_and_one_whose_owner_does_is_left(
+    api: Any, tenant: None, engine: Engine
+) -> None:
+    run = audit_cluster(api, engine, inventory=Inventory())
+
+    judged = {(f.subject.kind, f.subject.name) for f in run.findings if f.subject.namespace == TENANT}  # fmt: skip
+    assert (
+        "CronJob",
+        "fake-owned",
+    ) in judged  # its "owner" is of a kind the cluster does not serve
+    assert ("CronJob", "real-owner") in judged
+    assert ("Job", "owned-by-real") not in judged  # left to the CronJob that controls it
+    assert ("ReplicaSet", "big-0") in judged
 
 
 # --- publishing PolicyReports (webhook.kube.policy_reports) -------------------------------

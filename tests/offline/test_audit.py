@@ -20,12 +20,21 @@ from webhook.engine.claims import ClaimSource
 from webhook.engine.pod_claims import ClaimObjects
 from webhook.engine.templates import CONTROLLER_KINDS, POD, template_kinds
 from webhook.offline.audit import (
+    NAME_LIMIT,
+    TEMPLATE_LIMIT,
+    TOO_LARGE,
     AuditSummary,
     Finding,
+    Owner,
     Subject,
     as_created,
+    as_owner,
     judge_object,
+    judged_owner,
     left_to_owner,
+    subject_named,
+    subject_of,
+    too_large,
 )
 from webhook.policy import load_policy_text
 from webhook.policy.load import default_policy_text
@@ -256,12 +265,95 @@ class TestLeftToOwner:
             ({"apiVersion": "v1", "kind": "Pod", "controller": True}, False),
         ],
     )  # fmt: skip
-    def test_a_workload_controlled_by_a_kind_judged_too_is_left_to_it(
+    def test_a_workload_controlled_by_a_kind_judged_too_and_seen_is_left_to_it(
         self, engine: Engine, owner: dict[str, Any], left: bool
     ) -> None:
-        replica_set = workload("ReplicaSet", {}, ownerReferences=[{"name": "o", **owner}])
+        kinds = template_kinds(engine.policy)
+        replica_set = workload("ReplicaSet", {}, ownerReferences=[{"name": "o", "uid": "o-1", **owner}])  # fmt: skip
+        group = owner["apiVersion"].split("/")[0] if "/" in owner["apiVersion"] else ""
+        seen = {Owner("ml", group, owner["kind"], "o-1")}
 
-        assert left_to_owner(replica_set, template_kinds(engine.policy)) is left
+        assert left_to_owner(replica_set, kinds, seen) is left
+
+    def test_an_owner_never_seen_is_no_reason_to_skip_a_workload(self, engine: Engine) -> None:
+        kinds = template_kinds(engine.policy)
+        fake = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "ghost", "uid": "made-up", "controller": True}  # fmt: skip
+        cronjob = workload("CronJob", {}, ownerReferences=[fake])
+
+        assert judged_owner(cronjob, kinds) == Owner("ml", "apps", "Deployment", "made-up")
+        assert left_to_owner(cronjob, kinds, set()) is False
+        assert (
+            left_to_owner(cronjob, kinds, {Owner("ml", "apps", "Deployment", "another")}) is False
+        )
+
+    def test_an_owner_of_the_same_uid_in_another_namespace_or_of_another_kind_is_not_the_owner(
+        self, engine: Engine
+    ) -> None:
+        kinds = template_kinds(engine.policy)
+        owner = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d", "uid": "d-1", "controller": True}  # fmt: skip
+        replica_set = workload("ReplicaSet", {}, ownerReferences=[owner])
+
+        assert not left_to_owner(replica_set, kinds, {Owner("other", "apps", "Deployment", "d-1")})
+        assert not left_to_owner(replica_set, kinds, {Owner("ml", "apps", "StatefulSet", "d-1")})
+        assert left_to_owner(replica_set, kinds, {Owner("ml", "apps", "Deployment", "d-1")})
+
+    def test_an_owner_reference_without_a_uid_is_never_trusted(self, engine: Engine) -> None:
+        owner = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d", "controller": True}
+        replica_set = workload("ReplicaSet", {}, ownerReferences=[owner])
+
+        assert not left_to_owner(replica_set, template_kinds(engine.policy), {Owner("ml", "apps", "Deployment", "")})  # fmt: skip
+
+    def test_a_listed_object_is_the_owner_its_dependents_name(self) -> None:
+        assert as_owner(workload("Deployment", {}), DEPLOYMENT) == Owner("ml", "apps", "Deployment", "w-1")  # fmt: skip
+
+
+class TestTooLarge:
+    def test_an_object_too_large_is_warned_of_with_its_size_and_the_cap(self) -> None:
+        subject = subject_named("ml", "apps/v1", "ReplicaSet", "huge", "u-1")
+
+        finding = too_large(subject, 4_000_000, 3_145_728)
+
+        assert finding.verdict == "warned"
+        assert [(r.rule, r.outcome) for r in finding.rules] == [(TOO_LARGE, "warn")]
+        assert "too large to be judged" in finding.message
+        assert "4,000,000 characters" in finding.message and "3,145,728" in finding.message
+
+    def test_it_counts_under_its_own_rule_in_the_summary(self) -> None:
+        summary = AuditSummary()
+
+        summary.add(too_large(subject_named("ml", "v1", "Pod", "p"), 10, 5))
+
+        assert summary.by_rule == {TOO_LARGE: {"warn": 1}}
+        assert summary.verdicts["warned"] == 1
+
+
+class TestStringsAreCut:
+    def test_a_name_of_any_length_is_cut_saying_how_long_it_was(self) -> None:
+        obj = workload("Deployment", {}, name="n" * 1_000_000)
+
+        subject = subject_of(obj)
+
+        assert len(subject.name) < NAME_LIMIT + 40
+        assert subject.name.endswith("(1,000,000 characters)")
+
+    def test_a_custom_kinds_replica_key_of_any_length_is_cut_in_the_template_path(
+        self, engine: Engine
+    ) -> None:
+        [kind] = [k for k in engine.kinds if k.kind == "PyTorchJob"]
+        key = "K" * (1024 * 1024)
+        job = {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "metadata": {"name": "j", "namespace": "ml", "uid": "j-1"},
+            "spec": {
+                "pytorchReplicaSpecs": {key: {"template": {"spec": {"containers": [container()]}}}}
+            },
+        }
+
+        [finding] = judge_object(engine, job, kind)
+
+        assert len(finding.subject.template) < TEMPLATE_LIMIT + 40
+        assert finding.subject.template.startswith("spec.pytorchReplicaSpecs.KKK")
 
 
 class TestAuditSummary:

@@ -24,7 +24,7 @@ from webhook.install.names import DEPLOYMENT, NAMESPACE
 from webhook.kube.api_errors import CLUSTER_ERRORS, cluster_error_message
 from webhook.kube.client import api_client, check_reachable
 from webhook.kube.credentials import CredentialsError
-from webhook.kube.listing import PAGE_SIZE, installed_policy
+from webhook.kube.listing import AUDIT_PAGE_SIZE, MAX_OBJECT_SIZE, installed_policy
 from webhook.offline.audit import Finding
 from webhook.offline.audit_report import AuditOutcome, AuditScope, audit_data, audit_text
 from webhook.offline.yaml_text import dump_yaml
@@ -48,12 +48,16 @@ judged as if created now. Capacity rules judge against the cluster's Nodes and
 PriorityClasses as they are (with a DRA pool, its ResourceSlices and DeviceClasses
 too). A pod's claims of Dynamic Resource Allocation are judged by the
 ResourceClaimTemplates and ResourceClaims they name, each read once (get); claims
-of those the credentials may not read are warned of, not judged. Pages of
-{PAGE_SIZE} objects; progress on stderr.
+of those the credentials may not read are warned of, not judged. A workload is
+left to its controller only when that controller exists. Pages of
+{AUDIT_PAGE_SIZE} objects, each parsed as it arrives and dropped once judged; an
+object over {MAX_OBJECT_SIZE:,} characters of JSON is reported too large to be
+judged (rule object-too-large). Progress on stderr.
 Memory: -o json and -o yaml list every pod and template judged, so the report is
-held whole until written (it grows with what the audited namespaces hold); text
-and --only-denied keep only what they list. `serve --audit-interval` keeps only
-counts and at most 500 results per namespace.
+held whole until written (it grows with how many objects the audited namespaces
+hold, each finding's strings cut short); text and --only-denied keep only what
+they list. `serve --audit-interval` keeps only counts and at most 500 results
+per namespace.
 Exit status: 0 nothing would be denied, 1 something would, 2 usage or cluster error.
 """
 
@@ -161,11 +165,11 @@ class _Progress:
 
     def __call__(self, kind: TemplateKind, listed: int) -> None:
         self.listed[kind.kind] = listed
-        if self.enabled and listed >= PAGE_SIZE:
+        if self.enabled and listed >= AUDIT_PAGE_SIZE:
             print(f"gpu-admission audit: {listed:,} {kind.kind}s listed ...", file=sys.stderr)
 
     def done(self) -> None:
-        if self.enabled and sum(self.listed.values()) >= PAGE_SIZE:
+        if self.enabled and sum(self.listed.values()) >= AUDIT_PAGE_SIZE:
             print(f"gpu-admission audit: {_listed_line(self.listed)}", file=sys.stderr)
 
 

@@ -12,7 +12,21 @@ cluster's as they are now); without it they are not judged, with a warning. A wo
 is judged by each of its pod templates, as the pod its controller creates (requests
 defaulted from limits, then our mutation), the way the workload webhook judges it at
 apply time; a workload whose controller is of a kind judged too (a Deployment's
-ReplicaSet, a CronJob's Job) is left to its owner.
+ReplicaSet, a CronJob's Job) is left to its owner, but only when that owner was seen
+(``left_to_owner``): an ownerReference is written by whoever writes the object, so a
+CronJob naming a made-up Deployment, or a kind the cluster does not serve, as its
+controller would otherwise hide from the audit, and garbage collection, which only
+removes dependents of owners that existed, never removes it.
+
+An object too large to be parsed (``webhook.kube.listing.MAX_OBJECT_SIZE``) is judged
+``warned`` by the rule ``object-too-large`` (``too_large``): the webhooks would have
+judged it at its CREATE, the audit cannot, and says so with its size and the cap.
+
+Every string a finding takes from the object (namespace, name, uid, apiVersion, kind,
+the template's field path, which holds a custom kind's map keys such as a Kubeflow
+replica type) is cut to ``NAME_LIMIT`` or ``TEMPLATE_LIMIT`` characters, saying how
+long it was: findings are held and published, and a tenant's 1 MiB key must not be
+copied into each of them.
 
 ``AuditSummary`` adds findings up by verdict, by rule and by namespace, one finding
 at a time, so an audit of a large cluster keeps only its findings.
@@ -22,7 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -30,7 +44,7 @@ import jsonpatch
 
 from webhook.engine import AdmissionRequest, Engine, RuleOutcome
 from webhook.engine.claims import ClaimSource
-from webhook.engine.decision import EXEMPTION
+from webhook.engine.decision import EXEMPTION, shorten
 from webhook.engine.inventory import UNKNOWN, Inventory
 from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
 from webhook.engine.templates import POD, TemplateKind, pod_from_template, pod_templates
@@ -47,6 +61,15 @@ ClaimsOf = Callable[[str, tuple[ClaimSource, ...]], ClaimObjects]
 """The ResourceClaimTemplates and ResourceClaims of a namespace named by a pod, as read."""
 
 OUTCOMES = ("pass", "fail", "warn", "audit", "skip")
+
+TOO_LARGE = "object-too-large"
+"""The rule of a finding about an object too large to be judged."""
+
+NAME_LIMIT = 253
+"""Longest namespace, name, uid, apiVersion or kind kept (kube-apiserver allows names of
+253 characters at most); a longer one is cut, saying how long it was."""
+TEMPLATE_LIMIT = 256
+"""Longest template field path kept (``spec.pytorchReplicaSpecs.Worker.template``)."""
 
 JUDGED_AS = (
     "each pod as the webhooks would judge its CREATE today (as its creator sent it, "
@@ -133,7 +156,7 @@ def judge_object(
     return [
         judge_pod(
             engine,
-            dataclasses.replace(subject, template=field_path(pointer)),
+            dataclasses.replace(subject, template=template_path(pointer)),
             pod_from_template(template),
             inventory,
             claims_of,
@@ -178,20 +201,65 @@ def judge_pod(
     return Finding(subject, verdict, decision.message, decision.rules, exemption)
 
 
-def left_to_owner(obj: Mapping[str, Any], kinds: tuple[TemplateKind, ...]) -> bool:
-    """Whether a workload's controller is of one of `kinds`, which is judged instead: a
-    Deployment's ReplicaSets, a CronJob's Jobs, a JobSet's Jobs."""
+def template_path(pointer: str) -> str:
+    """The field path of a template's JSON pointer, cut to ``TEMPLATE_LIMIT``."""
+    return shorten(field_path(pointer), TEMPLATE_LIMIT)
+
+
+def too_large(subject: Subject, size: int, cap: int) -> Finding:
+    """The finding of an object too large to be judged: ``size`` characters of JSON over
+    the audit's ``cap``."""
+    message = (
+        f"{subject.describe} is too large to be judged by the audit: {size:,} characters "
+        f"of JSON, over its cap of {cap:,}"
+    )
+    return Finding(subject, "warned", message, (RuleOutcome(TOO_LARGE, "warn", (message,)),))
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """An object as an owner: what a controller ownerReference must name for its dependent
+    to be left to it (the same namespace, since ownerReferences never cross one)."""
+
+    namespace: str
+    group: str
+    kind: str
+    uid: str
+
+
+def as_owner(obj: Mapping[str, Any], kind: TemplateKind) -> Owner:
+    """``obj``, listed as ``kind``, as the owner its dependents name."""
+    subject = subject_of(obj)
+    return Owner(subject.namespace, kind.group, kind.kind, subject.uid)
+
+
+def judged_owner(obj: Mapping[str, Any], kinds: tuple[TemplateKind, ...]) -> Owner | None:
+    """The owner ``obj``'s controller ownerReference names, when it is of one of ``kinds``
+    (a Pod never counts as one); None without one, or with one of a kind not judged."""
     metadata = obj.get("metadata")
     owners = metadata.get("ownerReferences") if isinstance(metadata, dict) else None
+    namespace = subject_of(obj).namespace
     for owner in owners if isinstance(owners, list) else ():
         if not isinstance(owner, dict) or owner.get("controller") is not True:
             continue
         api_version = owner.get("apiVersion")
         group = api_version.split("/", 1)[0] if isinstance(api_version, str) else ""
         group = group if isinstance(api_version, str) and "/" in api_version else ""
-        if any(k.group == group and k.kind == owner.get("kind") for k in kinds if k is not POD):
-            return True
-    return False
+        for kind in kinds:
+            if kind is not POD and kind.group == group and kind.kind == owner.get("kind"):
+                return Owner(namespace, kind.group, kind.kind, _text(owner.get("uid")))
+    return None
+
+
+def left_to_owner(
+    obj: Mapping[str, Any], kinds: tuple[TemplateKind, ...], seen: Container[Owner]
+) -> bool:
+    """Whether a workload's controller is of one of ``kinds`` and was ``seen`` (listed, of
+    that kind, in the same namespace, with the uid named), which is judged instead: a
+    Deployment's ReplicaSets, a CronJob's Jobs, a JobSet's Jobs. An owner never seen
+    is no reason to skip anything."""
+    owner = judged_owner(obj, kinds)
+    return owner is not None and bool(owner.uid) and owner in seen
 
 
 def subject_of(obj: Mapping[str, Any]) -> Subject:
@@ -204,6 +272,11 @@ def subject_of(obj: Mapping[str, Any]) -> Subject:
         name=_text(metadata.get("name")),
         uid=_text(metadata.get("uid")),
     )
+
+
+def subject_named(namespace: str, api_version: str, kind: str, name: str, uid: str = "") -> Subject:
+    """The subject of an object known by name only (one too large to be parsed)."""
+    return Subject(*(_text(v) for v in (namespace, api_version, kind, name, uid)))
 
 
 @dataclass
@@ -248,4 +321,4 @@ class AuditSummary:
 
 
 def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""
+    return shorten(value, NAME_LIMIT) if isinstance(value, str) else ""

@@ -14,6 +14,22 @@ PriorityClasses as they are (``inventory``), read once when not given, with the
 ResourceSlices and DeviceClasses when a pool of the policy takes GPUs through
 DRA (credentials that may not list them leave those pools to the policy's figures, said
 in ``unlisted``).
+
+Memory is bounded by design, whatever tenants store: each list response is parsed as
+it arrives, one object at a time (``webhook.kube.listing``), and dropped once judged,
+so a run holds one object, the counts, and per object of a kind that may own others
+its identity as an owner (``Owner``: four short strings). An object over the listing's
+cap is not parsed but reported too large to be judged. Pages are of
+``AUDIT_PAGE_SIZE`` objects, for kube-apiserver's sake: it builds each page whole.
+
+A workload is left to its controller only when that owner exists (``OwnerCheck``).
+Kinds are listed owners first (ReplicaSets and Jobs, the kinds usually owned, last), and
+each listed object of a kind other than Pod is remembered as an owner. A workload whose
+controller was seen is left to it; one whose controller is of a kind not yet listed is
+deferred, by name only; one whose controller's kind was listed without it (a uid that
+does not exist, a kind the cluster does not serve or the credentials may not list) is
+judged. At the end each deferred workload whose owner never appeared is read again by
+name and judged.
 """
 
 from __future__ import annotations
@@ -37,30 +53,40 @@ from webhook.kube.api_errors import (
 )
 from webhook.kube.claims import RESOURCE_GROUP, RESOURCE_VERSION
 from webhook.kube.listing import (
+    Listed,
+    TooLarge,
     list_kind,
     namespaces_in_scope,
     preferred_versions,
     read_dra_inventory,
     read_inventory,
+    read_object,
 )
 from webhook.offline.audit import (
     AuditSummary,
     ClaimsOf,
     Finding,
+    Owner,
+    as_owner,
     judge_object,
-    left_to_owner,
+    judged_owner,
+    subject_named,
+    too_large,
 )
 from webhook.service.audit_claims import ClaimReads
 from webhook.service.inventory import inventory_label_keys, takes_dra_gpus
 
-__all__ = ["AuditRun", "audit_cluster", "namespaces_to_audit"]
+__all__ = ["AuditRun", "OwnerCheck", "audit_cluster", "namespaces_to_audit", "owners_first"]
 
 log = logging.getLogger("gpu_admission.audit")
 
 NEVER_AUDITED = frozenset({*ALWAYS_EXEMPT_NAMESPACES, NAMESPACE})
 """Namespaces the webhooks never cover, whatever their labels."""
 
-Listed = Callable[[TemplateKind, int], None]
+ListedCount = Callable[[TemplateKind, int], None]
+
+USUALLY_OWNED = frozenset({("apps", "ReplicaSet"), ("batch", "Job")})
+"""Kinds whose objects usually have a controller of a judged kind: listed last."""
 
 
 @dataclass
@@ -92,7 +118,7 @@ def audit_cluster(
     inventory: Inventory | None = None,
     keep: Callable[[Finding], bool] = lambda finding: True,
     found: Callable[[Finding], None] | None = None,
-    listed: Listed | None = None,
+    listed: ListedCount | None = None,
     should_stop: Callable[[], bool] = _never,
 ) -> AuditRun:
     """Judge every pod and workload in the namespaces to audit.
@@ -119,25 +145,30 @@ def audit_cluster(
     claims_of = (
         ClaimReads(api, run.unlisted) if versions.get(RESOURCE_GROUP) == RESOURCE_VERSION else None
     )
-    for kind in engine.kinds:
-        version = versions.get(kind.group)
-        if version is None:
-            continue  # the cluster does not serve the kind: none of it runs
+    kinds = owners_first(engine.kinds)
+    served = tuple(kind for kind in kinds if kind.group in versions)
+    owners = OwnerCheck(engine.kinds, served)
+
+    def judged(findings: Iterable[Finding]) -> None:
+        for finding in findings:
+            run.summary.add(finding)
+            if keep(finding):
+                run.findings.append(finding)
+            if found is not None:
+                found(finding)
+
+    for kind in served:
         if should_stop():
             run.stopped = True
             return run
         try:
-            pages = list_kind(api, kind, version, namespaces=listed_in, progress=listed)
-            for page in pages:
-                for finding in _judge_page(
-                    engine, kind, page.items, in_scope, inventory, claims_of
-                ):
-                    run.summary.add(finding)
-                    if keep(finding):
-                        run.findings.append(finding)
-                    if found is not None:
-                        found(finding)
-                if should_stop():  # before the next page is asked for
+            listing = list_kind(
+                api, kind, versions[kind.group], namespaces=listed_in, progress=listed
+            )
+            for item in listing:
+                judged(_judge_listed(engine, kind, item, in_scope, inventory, claims_of, owners))
+                if should_stop():  # before the next object is read
+                    listing.close()
                     run.stopped = True
                     return run
         except ApiException as error:
@@ -146,7 +177,134 @@ def audit_cluster(
                 "audit: a kind could not be listed",
                 extra={"kind": kind.kind, "reason": run.unlisted[kind.kind]},
             )
+        owners.listed(kind)
+    for deferred in owners.orphans():
+        if should_stop():
+            run.stopped = True
+            return run
+        judged(
+            _judge_again(api, engine, versions, deferred, in_scope, inventory, claims_of, owners)
+        )
     return run
+
+
+def owners_first(kinds: Iterable[TemplateKind]) -> tuple[TemplateKind, ...]:
+    """``kinds`` in the order they are listed: ReplicaSets and Jobs last, so that their
+    usual owners (Deployments, CronJobs, JobSets and other custom kinds) are seen before
+    them; otherwise as given."""
+    return tuple(sorted(kinds, key=lambda kind: (kind.group, kind.kind) in USUALLY_OWNED))
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """A workload whose controller's kind was not yet listed when it was: by name only."""
+
+    kind: TemplateKind
+    namespace: str
+    name: str
+    owner: Owner
+
+
+class OwnerCheck:
+    """Which workloads are left to their controller: only those whose controller exists.
+
+    Told of every object listed of a kind other than Pod (``seen``) and of each kind
+    once listed (``listed``); ``decide`` says of a workload ``judge``, ``leave`` (its
+    owner was seen) or ``defer`` (its owner's kind is still to be listed). Holds an
+    ``Owner`` per object seen and a ``Deferred`` per workload deferred, never objects."""
+
+    def __init__(self, judged: tuple[TemplateKind, ...], to_list: tuple[TemplateKind, ...]):
+        self._judged = judged
+        self._to_list = {(kind.group, kind.kind) for kind in to_list}
+        self._seen: set[Owner] = set()
+        self._deferred: list[Deferred] = []
+
+    def seen(self, obj: dict[str, Any], kind: TemplateKind) -> None:
+        if kind is not POD:
+            self._seen.add(as_owner(obj, kind))
+
+    def listed(self, kind: TemplateKind) -> None:
+        self._to_list.discard((kind.group, kind.kind))
+
+    def decide(self, obj: dict[str, Any], kind: TemplateKind) -> str:
+        """``judge``, ``leave`` or ``defer`` (then remembered: see ``orphans``)."""
+        if kind is POD:
+            return "judge"
+        owner = judged_owner(obj, self._judged)
+        if owner is None or not owner.uid:
+            return "judge"
+        if owner in self._seen:
+            return "leave"
+        if (owner.group, owner.kind) in self._to_list:
+            subject = as_owner(obj, kind)
+            name = (obj.get("metadata") or {}).get("name")
+            if isinstance(name, str):
+                self._deferred.append(Deferred(kind, subject.namespace, name, owner))
+                return "defer"
+        return "judge"
+
+    def orphans(self) -> Iterator[Deferred]:
+        """The deferred workloads whose owner never appeared, once every kind was listed."""
+        deferred, self._deferred = self._deferred, []
+        for workload in deferred:
+            if workload.owner not in self._seen:
+                yield workload
+
+
+def _judge_listed(
+    engine: Engine,
+    kind: TemplateKind,
+    item: Listed,
+    in_scope: frozenset[str],
+    inventory: Inventory,
+    claims_of: ClaimsOf | None,
+    owners: OwnerCheck,
+) -> list[Finding]:
+    if isinstance(item, TooLarge):
+        if item.namespace not in in_scope:
+            return []
+        subject = subject_named(item.namespace, item.api_version, item.kind, item.name, item.uid)
+        owners.seen({"metadata": {"namespace": item.namespace, "uid": item.uid}}, kind)
+        return [too_large(subject, item.size, item.cap)]
+    if (item.get("metadata") or {}).get("namespace") not in in_scope:
+        return []
+    owners.seen(item, kind)
+    if owners.decide(item, kind) != "judge":
+        return []
+    return judge_object(engine, item, kind, inventory, claims_of)
+
+
+def _judge_again(
+    api: Any,
+    engine: Engine,
+    versions: dict[str, str],
+    deferred: Deferred,
+    in_scope: frozenset[str],
+    inventory: Inventory,
+    claims_of: ClaimsOf | None,
+    owners: OwnerCheck,
+) -> list[Finding]:
+    """A deferred workload read again by name and judged, unless it is gone or now names
+    an owner that was seen."""
+    kind = deferred.kind
+    try:
+        item = read_object(api, kind, versions[kind.group], deferred.namespace, deferred.name)
+    except ApiException as error:
+        log.warning(
+            "audit: a workload could not be read again",
+            extra={"kind": kind.kind, "name": deferred.name, "reason": api_error_message(error)},
+        )
+        return []
+    if item is None:
+        return []  # gone since it was listed
+    if isinstance(item, TooLarge):
+        subject = subject_named(item.namespace, item.api_version, item.kind, item.name, item.uid)
+        return [too_large(subject, item.size, item.cap)]
+    if (item.get("metadata") or {}).get("namespace") not in in_scope:
+        return []
+    if owners.decide(item, kind) == "leave":
+        return []
+    return judge_object(engine, item, kind, inventory, claims_of)
 
 
 def _read_inventory(api: Any, engine: Engine, unlisted: dict[str, str]) -> Inventory:
@@ -165,19 +323,3 @@ def _read_inventory(api: Any, engine: Engine, unlisted: dict[str, str]) -> Inven
         log.warning("audit: ResourceSlices could not be listed", extra={"reason": reason})
         return inventory
     return dataclasses.replace(inventory, resource_slices=slices, device_classes=classes)
-
-
-def _judge_page(
-    engine: Engine,
-    kind: TemplateKind,
-    items: Iterable[dict[str, Any]],
-    in_scope: frozenset[str],
-    inventory: Inventory,
-    claims_of: ClaimsOf | None,
-) -> Iterator[Finding]:
-    for item in items:
-        if (item.get("metadata") or {}).get("namespace") not in in_scope:
-            continue
-        if kind is not POD and left_to_owner(item, engine.kinds):
-            continue
-        yield from judge_object(engine, item, kind, inventory, claims_of)
