@@ -414,3 +414,135 @@ class TestClaimSources:
         decision = admitted(engine, claiming_pod(), claims=ClaimObjects())
 
         assert not decision.allowed and "was not read" in decision.message
+
+
+def first_available(*alternatives: tuple[str, str, int], request: str = "gpu") -> dict[str, Any]:
+    """A claim's spec with one request met by the first of `alternatives` that can be had:
+    (name, DeviceClass, count) each, a selector of product or profile after a ``:``."""
+    subrequests = []
+    for name, device_class, count in alternatives:
+        device_class, _, selected = device_class.partition(":")
+        sub: dict[str, Any] = {"name": name, "deviceClassName": device_class, "count": count}
+        if selected:
+            attribute = "profile" if device_class == "mig.nvidia.com" else "productName"
+            expression = f"device.attributes['gpu.nvidia.com'].{attribute} == '{selected}'"
+            sub["selectors"] = [{"cel": {"expression": expression}}]
+        subrequests.append(sub)
+    return {"devices": {"requests": [{"name": request, "firstAvailable": subrequests}]}}
+
+
+def claiming(spec: dict[str, Any]) -> ClaimObjects:
+    return claim_objects(claim_template("one-gpu", spec))
+
+
+class TestFirstAvailable:
+    """Every alternative of a request is a way the pod may run: the scheduler takes the
+    first that can be had on the node it tries."""
+
+    def test_a_class_pod_whose_gpu_alternative_no_node_holds_and_falls_back_to_a_nic_is_refused(
+        self, engine: Engine
+    ) -> None:
+        spec = first_available(("big", "gpu.nvidia.com", 99), ("nic", "nic.example.com", 1))
+
+        decision = admitted(engine, claiming_pod("inference"), claims=claiming(spec))
+
+        assert not decision.allowed
+        assert "request 'gpu' may be met without a GPU" in decision.message
+        assert "'gpu/big' (99 GPUs of DeviceClass gpu.nvidia.com) can never be had" in (
+            decision.message
+        )
+        assert "the largest node in pool inference has 8" in decision.message
+        assert "so the scheduler takes 'gpu/nic' (1 device of DeviceClass nic.example.com" in (
+            decision.message
+        )
+        assert "holding no GPU of it" in decision.message
+        assert "or remove 'gpu/nic'" in decision.message
+
+    def test_a_non_gpu_alternative_a_class_pod_may_get_when_its_gpus_are_taken_is_refused(
+        self, engine: Engine
+    ) -> None:
+        spec = first_available(("one", "gpu.nvidia.com", 1), ("nic", "nic.example.com", 1))
+
+        decision = admitted(engine, claiming_pod("inference"), claims=claiming(spec))
+
+        assert not decision.allowed
+        assert "takes 'gpu/nic' (1 device of DeviceClass nic.example.com, not a GPU) when " in (
+            decision.message
+        )
+
+    def test_the_same_claim_is_the_business_of_no_class_as_an_object(self, engine: Engine) -> None:
+        spec = first_available(("big", "gpu.nvidia.com", 99), ("nic", "nic.example.com", 1))
+
+        decision = engine.validate(claim_object_create(claim_template("t", spec)))
+
+        assert decision.allowed, decision.message
+
+    def test_an_alternative_no_node_holds_is_passed_over_for_the_next(self, engine: Engine) -> None:
+        spec = first_available(("big", "gpu.nvidia.com", 99), ("two", "gpu.nvidia.com", 2))
+
+        decision = admitted(engine, claiming_pod("inference"), claims=claiming(spec))
+
+        assert decision.allowed, decision.message
+
+    def test_a_request_none_of_whose_alternatives_a_node_holds_is_refused_naming_each(
+        self, engine: Engine
+    ) -> None:
+        spec = first_available(("big", "gpu.nvidia.com", 99), ("less", "gpu.nvidia.com", 20))
+
+        pod_decision = admitted(engine, claiming_pod("inference"), claims=claiming(spec))
+        object_decision = engine.validate(claim_object_create(claim_template("t", spec)))
+
+        for decision in (pod_decision, object_decision):
+            assert not decision.allowed
+            assert "request 'gpu' has no alternative a node could give" in decision.message
+            assert "'gpu/big' (99 GPUs" in decision.message
+            assert "'gpu/less' (20 GPUs" in decision.message
+
+    def test_a_product_the_pool_lacks_falls_back_to_a_mig_profile_it_offers(
+        self, engine: Engine
+    ) -> None:
+        spec = first_available(
+            ("h100", "gpu.nvidia.com:NVIDIA H100-SXM5-80GB", 1),
+            ("slice", "mig.nvidia.com:3g.20gb", 2),
+        )
+
+        decision = admitted(engine, claiming_pod("inference"), claims=claiming(spec))
+
+        assert decision.allowed, decision.message
+
+    def test_alternatives_of_several_requests_fit_when_some_choice_fits_one_node(
+        self, engine: Engine
+    ) -> None:
+        spec = claim_spec(count=6, request="base")
+        spec["devices"]["requests"] += first_available(
+            ("four", "gpu.nvidia.com", 4), ("two", "gpu.nvidia.com", 2), request="more"
+        )["devices"]["requests"]
+
+        decision = admitted(engine, claiming_pod("inference"), claims=claiming(spec))
+
+        assert decision.allowed, decision.message
+
+    def test_no_choice_fitting_one_node_names_the_choice_the_scheduler_tries_first(
+        self, engine: Engine
+    ) -> None:
+        spec = claim_spec(count=6, request="base")
+        spec["devices"]["requests"] += first_available(
+            ("four", "gpu.nvidia.com", 4), ("three", "gpu.nvidia.com", 3), request="more"
+        )["devices"]["requests"]
+
+        decision = admitted(engine, claiming_pod("inference"), claims=claiming(spec))
+
+        assert not decision.allowed
+        assert "pod claims 10 GPUs" in decision.message
+        assert "alternative 'more/four'" in decision.message
+
+    def test_a_gpu_class_of_the_cluster_s_own_is_a_gpu_alternative(self, engine: Engine) -> None:
+        selector = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"  # fmt: skip
+        classes = {"gpus.example.com": DeviceClassFacts("gpus.example.com", (selector,))}
+        spec = first_available(("one", "gpu.nvidia.com", 1), ("other", "gpus.example.com", 1))
+
+        decision = admitted(
+            engine, claiming_pod("inference"), Inventory(device_classes=classes), claiming(spec)
+        )
+
+        assert decision.allowed, decision.message

@@ -8,10 +8,19 @@ whose ResourceSlices the inventory knows is judged by its schedulable nodes' dev
 now, any other by the policy's figures and the MIG catalog, as for the device plugin.
 Selectors the policy cannot read are never guessed at: the ask is admitted with a
 warning.
+
+A ``firstAvailable`` request is met by the first of its alternatives that can be had,
+so each is a way the pod may run. One asking more than any node of the pools holds (or
+a product or MIG profile none has) can never be had and is passed over, as the scheduler
+passes over it; the pod fits when some choice of the others fits one node together. A
+class pod whose GPU request may be met by a device that is not a GPU would run on a GPU
+node at its class's priority holding none: it is refused, naming the alternative.
 """
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from webhook.engine.capacity_now import CapacityNow
@@ -99,7 +108,67 @@ def check_claim_capacity(context: RuleContext) -> list[Violation]:
                 f"container's resources instead",
             )
         ]
-    return _fitting(policy, dra_pools, claims, context.now.dra, model)
+    dra = context.now.dra
+    fallbacks = _no_gpu_fallbacks(policy, workload.name, dra_pools, claims, dra, model)
+    return fallbacks + _fitting(policy, dra_pools, claims, dra, model)
+
+
+def _no_gpu_fallbacks(
+    policy: Policy,
+    workload: str,
+    pools: list[Pool],
+    claims: PodClaims,
+    dra: DraNow,
+    model: str | None,
+) -> list[Violation]:
+    """A GPU request of a class pod that may be met by an alternative giving no GPU: the
+    pod would run on a GPU node of its class, at its priority, holding another device."""
+    violations = []
+    names = " or ".join(pool.name for pool in pools)
+    classes = " or ".join(sorted(policy.dra.device_classes))
+    for claim in claims.gpu_claims:
+        for request in claim.asks.gpu_requests if claim.asks else ():
+            fallback = next(iter(request.may_give_no_gpu), None)
+            if fallback is None:
+                continue
+            never = [
+                f"{ask.request!r} ({ask.describe()}) can never be had: {problem}"
+                for ask in request.alternatives
+                if ask.is_gpu and (problem := _never_had(policy, pools, dra, ask, model))
+            ]
+            why = (
+                f"{'; '.join(never)}; so the scheduler takes {fallback.request!r} "
+                f"({_device(fallback)})"
+                if len(never) == len(request.alternatives) - len(request.may_give_no_gpu)
+                else f"the scheduler takes {fallback.request!r} ({_device(fallback)}) when "
+                f"the alternatives before it cannot be had"
+                + (f" ({'; '.join(never)})" if never else "")
+            )
+            violations.append(
+                Violation(
+                    RULE,
+                    f"{claim.describe()} request {request.name!r} may be met without a GPU: "
+                    f"{shorten(why, 600)}, and the {workload} pod would run on pool {names} "
+                    f"holding no GPU of it; make every alternative of {request.name!r} a GPU "
+                    f"one that a node holds (DeviceClass {classes}), or remove "
+                    f"{fallback.request!r}",
+                )
+            )
+    return violations[:REASONS_LIMIT]
+
+
+def _never_had(
+    policy: Policy, pools: list[Pool], dra: DraNow, ask: Ask, model: str | None
+) -> str | None:
+    """Why no node of `pools` could ever give `ask` alone, or None."""
+    found = _judge(policy, pools, dra, _wanted([("", ask)], alone=True), model)
+    return found[0].message if found else None
+
+
+def _device(ask: Ask) -> str:
+    amount = "all devices" if ask.all_devices else f"{ask.count} device"
+    plural = "s" if not ask.all_devices and ask.count != 1 else ""
+    return f"{amount}{plural} of DeviceClass {ask.device_class}, not a GPU"
 
 
 def check_device_plugin_pools(context: RuleContext) -> list[Violation]:
@@ -144,10 +213,108 @@ def claim_violations(policy: Policy, claims: PodClaims, now: CapacityNow) -> lis
     return found
 
 
+MAX_CHOICES = 64
+"""Most choices of alternatives judged together for one pod; past them the pod is not
+refused on a guess."""
+
+
 def _fitting(
     policy: Policy, pools: list[Pool], claims: PodClaims, dra: DraNow, model: str | None
 ) -> list[Violation]:
-    wanted = _wanted(claims)
+    """Why no choice of alternatives of the GPU requests of `claims` fits one node of
+    `pools`, the choice the scheduler tries first named; none when one fits."""
+    ways: list[list[tuple[str, Ask | None]]] = []
+    violations: list[Violation] = []
+    for claim in claims.gpu_claims:
+        for request in claim.asks.gpu_requests if claim.asks else ():
+            where = f"{claim.describe()} request {request.name!r}"
+            had, never = _alternatives(policy, pools, dra, request, model, where)
+            if not had:
+                violations.append(never)
+            ways.append(had)
+    if violations or not ways:
+        return violations[:REASONS_LIMIT]
+    first: list[Violation] | None = None
+    for choice in itertools.islice(itertools.product(*ways), MAX_CHOICES):
+        found = _judge(policy, pools, dra, _wanted(choice), model)
+        if not found:
+            return []
+        first = found if first is None else first
+    return first or []
+
+
+def _alternatives(
+    policy: Policy,
+    pools: list[Pool],
+    dra: DraNow,
+    request: DeviceRequest,
+    model: str | None,
+    where: str,
+) -> tuple[list[tuple[str, Ask | None]], Violation]:
+    """The ways of meeting `request` some node could give (None: devices that are no GPU,
+    which the policy does not count), and what stands for it when there is none."""
+    if len(request.alternatives) == 1:
+        (ask,) = request.alternatives
+        return [(where, ask if ask.is_gpu else None)], Violation(RULE, "")
+    had: list[tuple[str, Ask | None]] = []
+    never: list[tuple[Ask, Violation]] = []
+    for ask in request.alternatives:
+        if not ask.is_gpu:
+            had.append((where, None))
+            continue
+        found = _judge(policy, pools, dra, _wanted([("", ask)], alone=True), model)
+        if found:
+            never.append((ask, found[0]))
+        else:
+            had.append((f"{where} alternative {ask.request!r}", ask))
+    reasons = "; ".join(
+        f"{ask.request!r} ({ask.describe()}): {violation.message}"
+        for ask, violation in never[:REASONS_LIMIT]
+    )
+    rule = never[0][1].rule if never else RULE
+    return had, Violation(rule, f"{where} has no alternative a node could give: {reasons}")
+
+
+@dataclass
+class _Wanted:
+    """What a pod's GPU claims ask for together, on the one node that gets them all."""
+
+    gpus: int = 0
+    gpu_claims: list[str] = field(default_factory=list)
+    all_gpus: bool = False
+    mig: dict[str, int] = field(default_factory=dict)
+    mig_claims: dict[str, list[str]] = field(default_factory=dict)
+    products: dict[str, list[str]] = field(default_factory=dict)
+    alone: bool = False
+    """One alternative judged by itself: the reasons say only what the pools lack."""
+
+
+def _wanted(choice: Iterable[tuple[str, Ask | None]], alone: bool = False) -> _Wanted:
+    """What one choice of alternatives asks together, each with where it is asked."""
+    wanted = _Wanted(alone=alone)
+    for where, ask in choice:
+        if ask is None:
+            continue
+        if ask.product:
+            wanted.products.setdefault(ask.product, []).append(where)
+        if ask.kind == GPU_DEVICE:
+            wanted.gpu_claims.append(f"{where}: {ask.describe()}" if where else ask.describe())
+            if ask.all_devices:
+                wanted.all_gpus = True
+            else:
+                wanted.gpus += ask.count
+        elif ask.kind == MIG_DEVICE and ask.profile:
+            wanted.mig[ask.profile] = wanted.mig.get(ask.profile, 0) + (
+                0 if ask.all_devices else ask.count
+            )
+            wanted.mig_claims.setdefault(ask.profile, []).append(where or ask.describe())
+    return wanted
+
+
+def _judge(
+    policy: Policy, pools: list[Pool], dra: DraNow, wanted: _Wanted, model: str | None
+) -> list[Violation]:
+    """Why no node of `pools` gives `wanted` together, or none."""
     violations = _products(policy, pools, wanted, model)
     if violations:
         return violations
@@ -161,51 +328,6 @@ def _fitting(
     return violations
 
 
-@dataclass
-class _Wanted:
-    """What a pod's GPU claims ask for together, on the one node that gets them all."""
-
-    gpus: int = 0
-    gpu_claims: list[str] = field(default_factory=list)
-    all_gpus: bool = False
-    mig: dict[str, int] = field(default_factory=dict)
-    mig_claims: dict[str, list[str]] = field(default_factory=dict)
-    products: dict[str, list[str]] = field(default_factory=dict)
-
-
-def _wanted(claims: PodClaims) -> _Wanted:
-    wanted = _Wanted()
-    for claim in claims.gpu_claims:
-        for request in claim.asks.gpu_requests if claim.asks else ():
-            ask = _least(request)
-            if ask is None:
-                continue
-            where = f"{claim.describe()} request {request.name!r}"
-            if ask.product:
-                wanted.products.setdefault(ask.product, []).append(where)
-            if ask.kind == GPU_DEVICE:
-                wanted.gpu_claims.append(f"{where}: {ask.describe()}")
-                if ask.all_devices:
-                    wanted.all_gpus = True
-                else:
-                    wanted.gpus += ask.count
-            elif ask.kind == MIG_DEVICE and ask.profile:
-                wanted.mig[ask.profile] = wanted.mig.get(ask.profile, 0) + (
-                    0 if ask.all_devices else ask.count
-                )
-                wanted.mig_claims.setdefault(ask.profile, []).append(where)
-    return wanted
-
-
-def _least(request: DeviceRequest) -> Ask | None:
-    """The alternative of a request that asks least, the one judged: the scheduler takes
-    the first that can be had, so the request fits when its least does. None when an
-    alternative gives no GPU (the scheduler may take that one)."""
-    if not request.is_gpu:
-        return None
-    return min(request.alternatives, key=lambda ask: (ask.all_devices, ask.count))
-
-
 def _products(
     policy: Policy, pools: list[Pool], wanted: _Wanted, model: str | None
 ) -> list[Violation]:
@@ -215,12 +337,15 @@ def _products(
         if any(found is not None and model in (None, found) for found in models.values()):
             continue
         have = sorted({m.product or m.name for pool in pools for m in pool.models_for(model)})
+        lacking = f"pool {' or '.join(models)} does not have{_of_model(model)}"
+        has = f"it has: {', '.join(have) or 'no known model'}"
         violations.append(
             Violation(
                 MODEL,
-                f"{where[0]} asks for GPU product {shorten(product)!r}, which pool "
-                f"{' or '.join(models)} does not have{_of_model(model)}; it has: "
-                f"{', '.join(have) or 'no known model'}",
+                f"{lacking} GPU product {shorten(product)!r}; {has}"
+                if wanted.alone
+                else f"{where[0]} asks for GPU product {shorten(product)!r}, which {lacking}; "
+                f"{has}",
             )
         )
     return violations
@@ -244,6 +369,13 @@ def _whole_gpus(pools: list[Pool], dra: DraNow, wanted: _Wanted, model: str | No
     most, node = sizes[biggest]
     on = f" now (node {node})" if node else ""
     asked = "; ".join(wanted.gpu_claims[:REASONS_LIMIT])
+    if wanted.alone:
+        return (
+            f"the largest node in pool {biggest}{_of_model(model)} has {most}{on}"
+            if most
+            else f"no schedulable node of pool {' or '.join(sizes)}{_of_model(model)} "
+            f"publishes a GPU now"
+        )
     if most == 0:
         return (
             f"pod claims {needed} GPU{'s' if needed > 1 else ''} ({asked}); no schedulable "
@@ -276,6 +408,14 @@ def _mig(
             return None
         most = max(most, count)
     names = " or ".join(pool.name for pool in pools)
+    if wanted.alone:
+        advice = f"offered: {', '.join(sorted(offered))}" if offered else "it offers no MIG devices"
+        return (
+            f"a node of pool {names} offers at most {most}"
+            if most
+            else f"no node of pool {names}{_of_model(model)} offers MIG profile "
+            f"{shorten(profile)}; {advice}"
+        )
     if most == 0:
         advice = f"offered: {', '.join(sorted(offered))}" if offered else "it offers no MIG devices"
         return (
