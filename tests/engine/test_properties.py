@@ -26,8 +26,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.builders import pod_create
+from tests.builders import claim_objects, claim_template, dra_engine, pod_create
+from tests.builders import pod as builder_pod
 from webhook.engine import Decision, Engine
+from webhook.engine.inventory import DeviceClassFacts, Inventory
+from webhook.engine.pod import read_pod
+from webhook.engine.pod_claims import ClaimObjects, pod_claims
 from webhook.engine.quantities import parse_quantity
 from webhook.policy.load import load_default_policy, load_policy_text
 
@@ -803,3 +807,83 @@ def test_odd_preferred_term_values_are_decided(values: Json) -> None:
         }
     }
     assert_decided(OVERFLOW_ENGINE.mutate(review(pod)))
+
+
+# ------------------------------------- claims: one view of GPU DeviceClasses
+
+DRA_ENGINE = dra_engine()
+CLUSTER_CLASSES = {
+    "gpus.example.com": "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",
+    "slices.example.com": "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'",
+    "channel.example.com": "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'channel'",
+    "nic.example.com": "device.driver == 'nic.example.com'",
+}  # fmt: skip
+"""DeviceClasses a cluster may have beside the policy's: of the GPU driver's GPUs, MIG
+devices and channels, and of another driver's NICs."""
+CLASS_NAMES = ("gpu.nvidia.com", "mig.nvidia.com", *CLUSTER_CLASSES, "absent.example.com")
+
+
+def device_requests() -> Strategy[list[Json]]:
+    """A claim's requests: one DeviceClass each, or alternatives of several."""
+    classes = st.sampled_from(CLASS_NAMES)
+    exactly = classes.map(lambda c: {"exactly": {"deviceClassName": c}})
+    alternatives = st.lists(classes, min_size=1, max_size=3).map(
+        lambda cs: {
+            "firstAvailable": [{"name": f"alt{i}", "deviceClassName": c} for i, c in enumerate(cs)]
+        }
+    )
+    requests = st.lists(st.one_of(exactly, alternatives), min_size=1, max_size=3)
+    return requests.map(lambda rs: [{"name": f"r{i}", **r} for i, r in enumerate(rs)])
+
+
+@st.composite
+def claiming_pods(draw: st.DrawFn) -> tuple[Pod, ClaimObjects, Inventory]:
+    """A class pod whose containers use some of its claims (or one request of one), the
+    templates they are made from, and the DeviceClasses the cluster has."""
+    claims = draw(st.integers(min_value=1, max_value=2))
+    templates = [
+        claim_template(f"t{k}", {"devices": {"requests": draw(device_requests())}})
+        for k in range(claims)
+    ]
+    references = st.tuples(
+        st.integers(min_value=0, max_value=claims - 1),
+        st.sampled_from([None, "r0", "r1"]),
+    )
+    containers = []
+    for index in range(draw(st.integers(min_value=1, max_value=3))):
+        used = draw(st.lists(references, max_size=2, unique_by=lambda r: r[0]))
+        claims_used = [{"name": f"c{k}", **({"request": r} if r else {})} for k, r in used]
+        containers.append({"name": f"c{index}", "image": "x", "resources": {"claims": claims_used}})
+    pod = builder_pod(
+        draw(st.sampled_from(["inference", "training"])),
+        containers=containers,
+        resourceClaims=[{"name": f"c{k}", "resourceClaimTemplateName": f"t{k}"} for k in range(claims)],
+    )  # fmt: skip
+    present = draw(st.sets(st.sampled_from(sorted(CLUSTER_CLASSES))))
+    inventory = Inventory(
+        device_classes={c: DeviceClassFacts(c, (CLUSTER_CLASSES[c],)) for c in present}
+    )
+    return pod, claim_objects(*templates), inventory
+
+
+@FAST
+@given(claiming_pods())
+def test_mutation_and_validation_agree_on_which_containers_take_gpus_through_claims(
+    case: tuple[Pod, ClaimObjects, Inventory],
+) -> None:
+    pod, objects, inventory = case
+    decision = DRA_ENGINE.mutate(review(pod), inventory, objects)
+    assert decision.allowed, decision.message
+    result = apply(pod, decision)
+    now = DRA_ENGINE.capacity(inventory)
+    view = read_pod(pod, DRA_ENGINE.policy)
+    validated = pod_claims(DRA_ENGINE.policy, view, objects, now.dra.other_gpu_classes)
+    given_gpu = [GPU in str(c.get("resources", {})) for c in result["spec"]["containers"]]
+    hidden = [
+        {"name": VISIBLE, "value": "void"} in c.get("env", []) for c in result["spec"]["containers"]
+    ]
+    for container, gpu, void in zip(view.containers, given_gpu, hidden, strict=True):
+        takes = validated.may_give_gpus(container)
+        assert takes == (not gpu and not void), (container.name, takes, gpu, void)
+    training = pod["metadata"]["labels"][WORKLOAD] == "training"
+    assert any(given_gpu) == (not validated.may_ask_gpus and training)
