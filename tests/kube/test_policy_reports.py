@@ -33,3 +33,13 @@ def test_the_digest_compares_what_same_report_compares() -> None:
     assert publishing.report_digest(stored) == publishing.report_digest(wanted)
     wanted["summary"] = {"pass": 2}
     assert publishing.report_digest(stored) != publishing.report_digest(wanted)
+
+
+def test_a_stored_report_too_large_to_read_differs_from_every_report() -> None:
+    """A tenant may write a report named ours as large as etcd allows: it is read one
+    object at a time under the listing's cap, and one over it is replaced, not parsed."""
+    assert publishing.TOO_LARGE_DIGEST not in {
+        publishing.report_digest(report("ml")),
+        publishing.report_digest(report("ml", passed=1)),
+    }
+    assert len(publishing.TOO_LARGE_DIGEST) != len(publishing.report_digest(report("ml")))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 from webhook.engine import RuleOutcome
-from webhook.offline.audit import AuditSummary, Finding, Subject
+from webhook.offline.audit import AuditSummary, Finding, Subject, subject_of
 from webhook.offline.audit_report import AuditOutcome, AuditScope, audit_data, audit_text
 
 PASSED = (RuleOutcome("visible-devices", "pass"), RuleOutcome("gpu-count", "pass"))
@@ -81,3 +83,19 @@ def test_nothing_to_audit_says_so() -> None:
 
     assert text.startswith("gpu-admission audit of nothing in 0 opted-in namespaces")
     assert text.endswith("0 of 0 would be denied (0 denied, 0 warned, 0 audited, 0 exempted, 0 passed)\n")  # fmt: skip
+
+
+def test_no_string_of_a_result_grows_with_what_the_tenant_wrote() -> None:
+    key = "K" * (1024 * 1024)
+    huge = Finding(
+        subject_of({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"namespace": "a", "name": key}}),
+        "denied", f"gpu-admission denied {key}", (RuleOutcome("gpu-count", "fail", (key,)),), exemption=key,
+    )  # fmt: skip
+
+    data = audit_data(outcome(huge))
+    text = audit_text(outcome(huge))
+
+    assert len(json.dumps(data)) < 10_000
+    assert len(text) < 10_000
+    [result] = data["results"]
+    assert result["message"].endswith("characters)") and result["name"].endswith("characters)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 
 from webhook.engine import RuleOutcome
@@ -197,3 +198,52 @@ def test_a_result_that_would_be_dropped_at_once_is_never_built(
         collected.add(finding(f"a{index:03}", gpu_count="pass"))
 
     assert built == ["a000", "a001"]
+
+
+def test_every_string_a_result_copies_is_cut_however_long_the_tenant_wrote_it() -> None:
+    """Sixty PyTorchJobs with a 1 MiB replica key made a 300 MiB report: now each result
+    stays about a kilobyte."""
+    key = "K" * (1024 * 1024)
+    outcomes = (RuleOutcome("gpu-count", "fail", (f"container {key} asks too much",) * 3),)
+    findings = [
+        Finding(
+            Subject("ml", "kubeflow.org/v1", "PyTorchJob", f"{key}{i}", "u" * 10_000, template=f"spec.pytorchReplicaSpecs.{key}.template"),
+            "denied", f"denied: {key}", outcomes,
+        )
+        for i in range(60)
+    ]  # fmt: skip
+
+    report = reports(*findings)["ml"]
+
+    assert len(report["results"]) == 60
+    assert len(orjson.dumps(report)) < 60 * 2_000
+    [resource] = report["results"][0]["resources"]
+    assert resource["name"].endswith(f"({len(key) + 1:,} characters)")
+    assert report["results"][0]["properties"]["template"].startswith("spec.pytorchReplicaSpecs.KKK")
+
+
+def test_a_report_keeps_at_most_its_bytes_of_results_and_says_which_it_left_out() -> None:
+    long = "m" * 2_000
+    findings = [finding(f"p{i:04}", gpu_count="fail") for i in range(10)]
+    findings = [
+        Finding(f.subject, "denied", long, (RuleOutcome("gpu-count", "fail", (long,)), RuleOutcome("mig-profile", "pass")))
+        for f in findings
+    ]  # fmt: skip
+    collected = policy_report.ReportResults(max_results=100, max_bytes=4_000)
+
+    for found in findings:
+        collected.add(found)
+    [report] = collected.reports(["ml"], timestamp=NOW, policy="p").values()
+
+    results = report["results"]
+    assert 0 < len(results) < 10
+    assert sum(len(orjson.dumps({k: v for k, v in r.items() if k != "timestamp"})) for r in results) <= 4_000  # fmt: skip
+    assert {r["result"] for r in results} == {"fail"}  # failures first, passes dropped first
+    annotations = report["metadata"]["annotations"]
+    assert annotations[policy_report.OMITTED] == str(20 - len(results))
+    assert annotations[policy_report.OMITTED_BY_RESULT] == f"fail={10 - len(results)},pass=10"
+    assert report["summary"]["fail"] == 10 and report["summary"]["pass"] == 10
+
+
+def test_the_default_bounds_keep_a_report_far_under_what_etcd_stores() -> None:
+    assert policy_report.MAX_RESULTS_BYTES <= 1024 * 1024 // 2

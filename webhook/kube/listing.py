@@ -56,6 +56,7 @@ __all__ = [
     "TooLarge",
     "installed_policy",
     "list_kind",
+    "list_objects",
     "namespaces_in_scope",
     "preferred_versions",
     "read_dra_inventory",
@@ -351,18 +352,28 @@ def _page_streams(listing: Callable[..., Any], **options: Any) -> Generator[_Pag
             return
 
 
-def _objects(listing: Callable[..., Any], **options: Any) -> Iterator[dict[str, Any]]:
-    """Every object of ``listing``, page after page, one at a time and uncapped: for the
-    inventory's reads (Nodes, PriorityClasses, ResourceSlices, DeviceClasses, Namespaces),
-    objects that administrators and drivers write, not tenants."""
+def list_objects(
+    listing: Callable[..., Any], *, max_object_size: int | None = None, **options: Any
+) -> Generator[Listed]:
+    """Every object of the list call ``listing`` (a method of the kubernetes client called
+    with ``options``), page after page, one at a time as it arrives; one over
+    ``max_object_size`` as ``TooLarge`` (uncapped when None). Objects keep the
+    ``apiVersion`` and ``kind`` they came with: none, in a list."""
     pages = _page_streams(listing, **options)
     try:
         for page in pages:
-            for item in _stream_objects(page.response, page, None):
-                if isinstance(item, dict):
-                    yield item
+            yield from _stream_objects(page.response, page, max_object_size)
     finally:
         pages.close()
+
+
+def _objects(listing: Callable[..., Any], **options: Any) -> Iterator[dict[str, Any]]:
+    """Every object of ``listing``, uncapped: for the inventory's reads (Nodes,
+    PriorityClasses, ResourceSlices, DeviceClasses, Namespaces), objects that
+    administrators and drivers write, not tenants."""
+    for item in list_objects(listing, **options):
+        if isinstance(item, dict):
+            yield item
 
 
 _STARTS = frozenset({"start_map", "start_array"})

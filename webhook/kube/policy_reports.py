@@ -9,14 +9,19 @@ between them. A report of ours in a namespace no longer audited is deleted.
 Ours are the reports named ``gpu-admission`` (the only name written) with the
 ``app.kubernetes.io/managed-by`` label; both are asked of kube-apiserver (field and
 label selectors), so labelled reports of other names, which any tenant may create in
-its namespace, are never listed, parsed or deleted. The list is paged, and of each
-report read only a digest of what ``same_report`` compares is kept. A cluster without
+its namespace, are never listed, parsed or deleted. The list is paged and parsed as it
+arrives, one report at a time (``webhook.kube.listing.list_objects``), and of each
+report read only a digest of what ``same_report`` compares is kept: a tenant who may
+write a report named ours in its namespace can make it as large as etcd allows, and
+one too large to parse (``MAX_OBJECT_SIZE``) is taken for a report that differs, so
+ours replaces it. A cluster without
 the PolicyReport CRD answers 404 to the first list; ``publish`` then returns None and
 writes nothing.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 from collections.abc import Iterator, Mapping
@@ -27,6 +32,7 @@ import orjson
 from kubernetes import client
 
 from webhook.kube.api_errors import NOT_FOUND, ApiException, api_error_message
+from webhook.kube.listing import MAX_OBJECT_SIZE, TooLarge, list_objects
 from webhook.kube.writes import retry_on_conflict
 
 __all__ = ["GROUP", "PLURAL", "VERSION", "PublishResult", "publish_policy_reports"]
@@ -43,6 +49,8 @@ OURS = f"metadata.name={REPORT_NAME}"
 PAGE_SIZE = 100
 """Reports per page: each may hold hundreds of results."""
 TIMEOUT = (10.0, 30.0)
+TOO_LARGE_DIGEST = "too large to be read"
+"""The digest of a stored report too large to parse: equal to no report's."""
 
 
 @dataclass
@@ -96,6 +104,10 @@ def _stored_digests(objects: Any, selector: str) -> dict[str, str]:
     """Namespace -> the digest of our report there, listed a page at a time."""
     digests: dict[str, str] = {}
     for item in _our_reports(objects, selector):
+        if isinstance(item, TooLarge):
+            if item.name == REPORT_NAME and item.namespace:
+                digests[item.namespace] = TOO_LARGE_DIGEST
+            continue
         metadata = item.get("metadata") or {}
         namespace = metadata.get("namespace")
         if metadata.get("name") == REPORT_NAME and isinstance(namespace, str):
@@ -103,26 +115,16 @@ def _stored_digests(objects: Any, selector: str) -> dict[str, str]:
     return digests
 
 
-def _our_reports(objects: Any, selector: str) -> Iterator[dict[str, Any]]:
-    token: str | None = None
-    while True:
-        options: dict[str, Any] = {"_continue": token} if token else {}
-        page = objects.list_cluster_custom_object(
-            GROUP,
-            VERSION,
-            PLURAL,
-            label_selector=selector,
-            field_selector=OURS,
-            limit=PAGE_SIZE,
-            _request_timeout=TIMEOUT,
-            **options,
-        )
-        for item in page.get("items") or ():
-            if isinstance(item, dict):
-                yield item
-        token = (page.get("metadata") or {}).get("continue") or None
-        if token is None:
-            return
+def _our_reports(objects: Any, selector: str) -> Iterator[dict[str, Any] | TooLarge]:
+    listing = functools.partial(
+        objects.list_cluster_custom_object,
+        GROUP,
+        VERSION,
+        PLURAL,
+        label_selector=selector,
+        field_selector=OURS,
+    )
+    return list_objects(listing, max_object_size=MAX_OBJECT_SIZE, limit=PAGE_SIZE)
 
 
 def report_digest(report: Mapping[str, Any]) -> str:

@@ -17,6 +17,11 @@
     results:                                        # denied ones only with --only-denied
       - {namespace, apiVersion, kind, name, template, verdict, message, exemption,
          rules: [{rule, outcome, messages}]}      # rules as `check` reports them
+
+Every string of a result comes from what tenants wrote: names and template paths are
+cut in the findings (``webhook.offline.audit``), messages and exemptions here
+(``MESSAGE_LIMIT``), each saying how long it was, so a report grows with how many
+objects were judged, never with how long their keys or values are.
 """
 
 from __future__ import annotations
@@ -25,10 +30,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.engine.decision import shorten
 from webhook.offline.audit import JUDGED_AS, OUTCOMES, VERDICTS, AuditSummary, Finding
 
 API_VERSION = "gpu-admission.io/v1alpha1"
 KIND = "AuditReport"
+
+MESSAGE_LIMIT = 1024
+"""Longest message, exemption or rule message of one result."""
 
 LISTED_VERDICTS = ("denied", "warned", "audited")
 """The verdicts the text report lists one by one; passed and exempted are counted only."""
@@ -90,10 +99,14 @@ def finding_data(finding: Finding) -> dict[str, Any]:
         "name": subject.name,
         "template": subject.template,
         "verdict": finding.verdict,
-        "message": finding.message,
-        "exemption": finding.exemption,
+        "message": shorten(finding.message, MESSAGE_LIMIT),
+        "exemption": shorten(finding.exemption, MESSAGE_LIMIT),
         "rules": [
-            {"rule": r.rule, "outcome": r.outcome, "messages": list(r.messages)}
+            {
+                "rule": r.rule,
+                "outcome": r.outcome,
+                "messages": [shorten(m, MESSAGE_LIMIT) for m in r.messages],
+            }
             for r in finding.rules
         ],
     }
@@ -151,10 +164,10 @@ def closing_line(summary: AuditSummary) -> str:
 
 def _why(finding: Finding) -> str:
     if finding.verdict == "denied":
-        return finding.message
+        return shorten(finding.message, MESSAGE_LIMIT)
     outcome = {"warned": "warn", "audited": "audit"}.get(finding.verdict)
     broken = [r for r in finding.rules if r.outcome == outcome]
-    return "; ".join(f"{r.rule}: {'; '.join(r.messages)}" for r in broken)
+    return shorten("; ".join(f"{r.rule}: {'; '.join(r.messages)}" for r in broken), MESSAGE_LIMIT)
 
 
 def _table(header: list[str], rows: Iterable[list[Any]]) -> list[str]:

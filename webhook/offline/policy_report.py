@@ -13,19 +13,27 @@ audited namespace gets one, named ``gpu-admission``, with a result per object an
 - ``error``: the object cannot be read (rule ``malformed-object``).
 
 ``summary`` counts every rule of every judged pod and pod template, whatever is listed.
-A report holds at most ``MAX_RESULTS`` results, broken rules first, then passes, so a
-namespace of thousands of pods stays far under etcd's object limit; the annotation
-``gpu-admission.io/results-omitted`` says how many were left out. Findings are folded
-in as they come (``ReportResults``): an audit of any size holds per namespace only the
-counts and the results it will publish.
+A report is a Kubernetes object, which etcd stores only under 1.5 MiB, so it is bounded
+twice: at most ``MAX_RESULTS`` results, and at most ``MAX_RESULTS_BYTES`` of their JSON,
+broken rules first, then passes. Every string a result copies from what tenants wrote
+is cut (``TEXT_LIMIT``, ``MESSAGE_LIMIT``; names and template paths are already cut in
+the findings, and cut again here), so one result is at most about 1.5 KB and a
+report stays under a third of the limit whatever the namespace holds. The annotation
+``gpu-admission.io/results-omitted`` says how many results were left out and
+``gpu-admission.io/results-omitted-by-result`` which (``fail=0,warn=3,pass=1200``).
+Findings are folded in as they come (``ReportResults``): an audit of any size holds
+per namespace only the counts and the results it will publish.
 """
 
 from __future__ import annotations
 
 import functools
 import heapq
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
+
+import orjson
 
 from webhook.engine import RuleOutcome
 from webhook.engine.decision import shorten
@@ -40,11 +48,18 @@ POLICY = "gpu-admission"
 SOURCE = "gpu-admission"
 MANAGED_BY = ("app.kubernetes.io/managed-by", "gpu-admission")
 OMITTED = "gpu-admission.io/results-omitted"
+OMITTED_BY_RESULT = "gpu-admission.io/results-omitted-by-result"
 POLICY_SOURCE = "gpu-admission.io/policy"
 
 MAX_RESULTS = 500
+MAX_RESULTS_BYTES = 512 * 1024
+"""Most JSON of one report's results: a third of what etcd stores by default (1.5 MiB)."""
 MESSAGE_LIMIT = 512
 """Longest message of one result (a denial listing ten containers' reasons would be more)."""
+TEXT_LIMIT = 253
+"""Longest name, namespace, uid, apiVersion, kind or rule of one result."""
+TEMPLATE_LIMIT = 256
+"""Longest template field path of one result."""
 
 RESULT_OF = {"fail": "fail", "warn": "warn", "audit": "warn", "pass": "pass", "skip": "skip"}
 MODE_OF = {"fail": "enforce", "warn": "warn", "audit": "audit"}
@@ -83,17 +98,18 @@ def policy_report(
 class ReportResults:
     """Findings folded into reports as they come, for an audit of any size: of each
     namespace only its summary counts and its first ``max_results`` results (broken
-    rules first) are held, never every finding."""
+    rules first, ``max_bytes`` of JSON at most) are held, never every finding."""
 
-    def __init__(self, max_results: int = MAX_RESULTS) -> None:
+    def __init__(self, max_results: int = MAX_RESULTS, max_bytes: int = MAX_RESULTS_BYTES) -> None:
         self._max_results = max_results
+        self._max_bytes = max_bytes
         self._namespaces: dict[str, _Kept] = {}
 
     def add(self, finding: Finding) -> None:
         namespace = finding.subject.namespace
         kept = self._namespaces.get(namespace)
         if kept is None:
-            kept = self._namespaces[namespace] = _Kept(self._max_results)
+            kept = self._namespaces[namespace] = _Kept(self._max_results, self._max_bytes)
         kept.add(finding)
 
     def reports(
@@ -102,7 +118,7 @@ class ReportResults:
         """Namespace -> its PolicyReport, as ``policy_reports`` makes them."""
         every = dict.fromkeys(namespaces, None) | dict.fromkeys(self._namespaces, None)
         return {
-            namespace: self._namespaces.get(namespace, _Kept(self._max_results)).report(
+            namespace: self._namespaces.get(namespace, _Kept()).report(
                 namespace, timestamp=timestamp, policy=policy
             )
             for namespace in sorted(every)
@@ -112,26 +128,33 @@ class ReportResults:
 class _Entry:
     """A result kept, ordered worst kept first: the heap's top is the one to drop next."""
 
-    __slots__ = ("key", "result")
+    __slots__ = ("key", "result", "size")
 
     def __init__(self, key: tuple[Any, ...], result: dict[str, Any]) -> None:
         self.key = key
         self.result = result
+        self.size = len(orjson.dumps(result))
 
     def __lt__(self, other: _Entry) -> bool:
         return bool(self.key > other.key)
 
 
 class _Kept:
-    """One namespace's summary and its ``max_results`` first results by ``RANK`` and
-    object, in a heap; a result that would be dropped at once is never built."""
+    """One namespace's summary and its first results by ``RANK`` and object, at most
+    ``max_results`` of them and ``max_bytes`` of their JSON, in a heap; a result that
+    would be dropped at once is never built."""
 
-    def __init__(self, max_results: int = MAX_RESULTS) -> None:
+    def __init__(self, max_results: int = MAX_RESULTS, max_bytes: int = MAX_RESULTS_BYTES):
         self.max_results = max_results
+        self.max_bytes = max_bytes
         self.summary = dict.fromkeys(SUMMARY_KEYS, 0)
         self.heap: list[_Entry] = []
+        self.bytes = 0
+        """JSON of the results kept."""
         self.total = 0
         """Results met, kept or not."""
+        self.omitted: Counter[str] = Counter()
+        """Results left out, by result."""
 
     def add(self, finding: Finding) -> None:
         if not finding.rules:
@@ -140,17 +163,27 @@ class _Kept:
             self.summary[RESULT_OF[outcome.outcome]] += 1
         for key, build in _results(finding, self.total):
             self.total += 1
-            if len(self.heap) < self.max_results:
-                heapq.heappush(self.heap, _Entry(key, build()))
-            elif self.heap and key < self.heap[0].key:
-                heapq.heapreplace(self.heap, _Entry(key, build()))
+            full = len(self.heap) >= self.max_results or self.bytes >= self.max_bytes
+            if full and (not self.heap or key >= self.heap[0].key):
+                self.omitted[_RESULT_OF_RANK[key[0]]] += 1
+                continue
+            entry = _Entry(key, build())
+            heapq.heappush(self.heap, entry)
+            self.bytes += entry.size
+            while self.heap and (len(self.heap) > self.max_results or self.bytes > self.max_bytes):
+                dropped = heapq.heappop(self.heap)
+                self.bytes -= dropped.size
+                self.omitted[_RESULT_OF_RANK[dropped.key[0]]] += 1
 
     def report(self, namespace: str, *, timestamp: int, policy: str) -> dict[str, Any]:
         stamp = {"seconds": timestamp, "nanos": 0}
         kept = sorted(self.heap, key=lambda entry: entry.key)
-        annotations = {POLICY_SOURCE: policy}
+        annotations = {POLICY_SOURCE: _cut(policy, MESSAGE_LIMIT)}
         if self.total > len(kept):
             annotations[OMITTED] = str(self.total - len(kept))
+            annotations[OMITTED_BY_RESULT] = ",".join(
+                f"{result}={self.omitted[result]}" for result in RANK if self.omitted[result]
+            )
         return {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": KIND,
@@ -163,6 +196,9 @@ class _Kept:
             "summary": dict(self.summary),
             "results": [{**entry.result, "timestamp": dict(stamp)} for entry in kept],
         }
+
+
+_RESULT_OF_RANK = {rank: result for result, rank in RANK.items()}
 
 
 Build = Callable[[], dict[str, Any]]
@@ -197,7 +233,7 @@ def _results(finding: Finding, sequence: int) -> Iterator[tuple[tuple[Any, ...],
 
 def _rule_result(finding: Finding, outcome: RuleOutcome) -> dict[str, Any]:
     result = RESULT_OF[outcome.outcome]
-    message = "; ".join(outcome.messages) if outcome.messages else "passed"
+    message = _joined(outcome.messages) if outcome.messages else "passed"
     entry = _result(finding, outcome.rule, result, message)
     if outcome.outcome in MODE_OF:
         entry["properties"]["mode"] = MODE_OF[outcome.outcome]
@@ -208,23 +244,39 @@ def _result(finding: Finding, rule: str, result: str, message: str) -> dict[str,
     """One result but its timestamp, set when the report is made."""
     subject = finding.subject
     resource = {
-        "apiVersion": subject.api_version,
-        "kind": subject.kind,
-        "namespace": subject.namespace,
-        "name": subject.name,
+        "apiVersion": _cut(subject.api_version),
+        "kind": _cut(subject.kind),
+        "namespace": _cut(subject.namespace),
+        "name": _cut(subject.name),
     }
     if subject.uid:
-        resource["uid"] = subject.uid
-    properties = {"template": subject.template} if subject.template else {}
+        resource["uid"] = _cut(subject.uid)
+    properties = {"template": _cut(subject.template, TEMPLATE_LIMIT)} if subject.template else {}
     return {
         "source": SOURCE,
         "policy": POLICY,
-        "rule": rule,
+        "rule": _cut(rule),
         "result": result,
-        "message": shorten(message or finding.message, MESSAGE_LIMIT),
+        "message": _cut(message or finding.message, MESSAGE_LIMIT),
         "resources": [resource],
         "properties": properties,
     }
+
+
+def _cut(text: str, limit: int = TEXT_LIMIT) -> str:
+    """``text`` cut to ``limit`` characters saying how long it was, once: a string already
+    cut (``…(N characters)``) is left as it is when within a little of the limit."""
+    return text if len(text) <= limit + 32 else shorten(text, limit)
+
+
+def _joined(messages: Iterable[str]) -> str:
+    """The messages joined by ``; ``, no more of them than the result's message keeps."""
+    joined = ""
+    for message in messages:
+        joined = f"{joined}; {message}" if joined else message
+        if len(joined) > MESSAGE_LIMIT:
+            break
+    return joined
 
 
 def counts(reports: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
