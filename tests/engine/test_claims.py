@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tests.builders import claim_spec, claim_template
 from tests.fuzz.strategies import mutated
-from webhook.engine.claims import CLAIM, TEMPLATE, ClaimSource, claim_asks
+from webhook.engine.claims import CLAIM, TEMPLATE, ClaimSource, GpuClasses, claim_asks
 from webhook.errors import MalformedObject
 from webhook.policy.compiled import DraSettings
 
@@ -117,6 +117,51 @@ def test_first_available_alternatives_are_each_read() -> None:
         ("gpu/small", 1),
     ]
     assert request.is_gpu
+    assert request.may_give_no_gpu == ()
+
+
+def test_an_alternative_of_another_class_is_a_way_to_no_gpu() -> None:
+    spec = {
+        "devices": {
+            "requests": [
+                {
+                    "name": "gpu",
+                    "firstAvailable": [
+                        {"name": "big", "deviceClassName": "gpu.nvidia.com", "count": 99},
+                        {"name": "nic", "deviceClassName": "nic.example.com"},
+                    ],
+                }
+            ]
+        }
+    }
+
+    (request,) = asks_of(spec).requests
+
+    assert request.may_be_gpu and not request.is_gpu
+    assert [ask.request for ask in request.may_give_no_gpu] == ["gpu/nic"]
+
+
+def test_a_request_of_no_gpu_at_all_is_no_way_to_no_gpu() -> None:
+    (request,) = asks_of(claim_spec("nic.example.com")).requests
+
+    assert not request.may_be_gpu and request.may_give_no_gpu == ()
+
+
+def test_a_gpu_class_of_the_cluster_s_is_read_as_gpus_through_the_view() -> None:
+    classes = GpuClasses(SETTINGS, {"gpus.example.com": "gpu", "slices.example.com": "mig"})
+    template = claim_template("t", claim_spec("gpus.example.com"))
+
+    ask = only_ask_of(claim_asks(classes, TEMPLATE_SOURCE, template))
+
+    assert ask.kind == "gpu"
+    assert only_ask(claim_spec("gpus.example.com")).kind is None
+    assert classes.names("mig") == ["mig.nvidia.com", "slices.example.com"]
+
+
+def only_ask_of(asks: Any) -> Any:
+    (request,) = asks.requests
+    (ask,) = request.alternatives
+    return ask
 
 
 def test_a_claim_holds_its_spec_at_spec_not_spec_spec() -> None:

@@ -125,7 +125,8 @@ def _no_gpu_fallbacks(
     pod would run on a GPU node of its class, at its priority, holding another device."""
     violations = []
     names = " or ".join(pool.name for pool in pools)
-    classes = " or ".join(sorted(policy.dra.device_classes))
+    view = dra.classes_for(policy)
+    classes = shorten(" or ".join(view.names(GPU_DEVICE) + view.names(MIG_DEVICE)), 200)
     for claim in claims.gpu_claims:
         for request in claim.asks.gpu_requests if claim.asks else ():
             fallback = next(iter(request.may_give_no_gpu), None)
