@@ -53,5 +53,9 @@ bench-apiserver: $(STAMP)  ## pod CREATE throughput through a real kube-apiserve
 bench-service: $(STAMP)  ## one replica over HTTPS under a Go load generator: saturation, latency at 50% and 90% of it, CPU per review; ratios to a constant-allow server (see benchmarks/service.py)
 	$(BIN)/python -m benchmarks.service
 
+.PHONY: bench-audit
+bench-audit: $(STAMP)  ## one replica's periodic audit under 40 and 100 tenant ReplicaSets of 1.2 MB: PSS before, at peak, after, against 256 MiB (see benchmarks/audit_memory.py)
+	$(BIN)/python -m benchmarks.audit_memory
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
