@@ -79,7 +79,7 @@ def replica_set(name: str, value_bytes: int) -> dict[str, Any]:
 
 def fill(api: Any, count: int, value_bytes: int) -> None:
     """The namespace's ReplicaSets made ``count``, adding those missing."""
-    apps = client.AppsV1Api(api)
+    apps: Any = client.AppsV1Api(api)
     have = len(apps.list_namespaced_replica_set(NAMESPACE, limit=1000).items)
     for index in range(have, count):
         apps.create_namespaced_replica_set(NAMESPACE, replica_set(f"big-{index:03}", value_bytes))
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> None:
             cluster.kubectl("create", "namespace", NAMESPACE)
             labels = [f"{key}={value}" for key, value in OPT_IN.items()]
             cluster.kubectl("label", "namespace", NAMESPACE, *labels)
-            api = api_client(str(cluster.kubeconfig))
+            api = api_client(cluster.kubeconfig)
             print(f"replica from {args.repository.resolve()}; limit {LIMIT_MIB} MiB (PSS)")
             heads = "  ".join(f"{head:>15}" for head in ("before", "peak", "after"))
             print(f"{'ReplicaSets':>11}  {heads}   (PSS / RSS MiB)")
