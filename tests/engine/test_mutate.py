@@ -395,14 +395,16 @@ NVIDIA_GPU_SELECTOR = (
 """What the NVIDIA DRA driver's own GPU DeviceClass selects: its whole GPUs."""
 
 
+@pytest.fixture(scope="module")
+def inventory() -> Inventory:
+    """A cluster with a GPU DeviceClass of its own beside the policy's."""
+    facts = DeviceClassFacts("gpus.example.com", (NVIDIA_GPU_SELECTOR,))
+    return Inventory(device_classes={"gpus.example.com": facts})
+
+
 class TestGpuClassesThePolicyDoesNotName:
     """A claim of a DeviceClass of the cluster's that picks the GPU driver's GPUs asks for
     GPUs, for mutation as for validation."""
-
-    @pytest.fixture(scope="class")
-    def inventory(self) -> Inventory:
-        facts = DeviceClassFacts("gpus.example.com", (NVIDIA_GPU_SELECTOR,))
-        return Inventory(device_classes={"gpus.example.com": facts})
 
     def claiming_pod(self) -> dict[str, Any]:
         return pod(

@@ -121,6 +121,52 @@ class TestClaimsFromTheDocuments:
         assert "claim at most 8 per pod" in report.claim_objects[0].message
 
 
+OWN_GPU_CLASS = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "DeviceClass",
+    "metadata": {"name": "gpus.example.com"},
+    "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]},
+}  # fmt: skip
+"""A GPU DeviceClass the policy does not name, picking the NVIDIA driver's GPUs."""
+
+
+class TestDeviceClassesAmongTheDocuments:
+    """A DeviceClass among the documents is read as the cluster's: a claim of one that
+    picks the GPU driver's GPUs is a GPU claim for the mutation and the validation."""
+
+    def test_a_claim_of_it_is_judged_as_gpus_and_gets_no_device_plugin_gpu(
+        self, engine: Engine
+    ) -> None:
+        nine = claim_template("one-gpu", claim_spec("gpus.example.com", count=9))
+        one = claim_template("one-gpu", claim_spec("gpus.example.com"))
+
+        refused = checked(
+            engine, ("classes.yaml", OWN_GPU_CLASS), ("pod.yaml", claiming_pod("training")),
+            ("claims.yaml", nine),
+        )  # fmt: skip
+        admitted = checked(
+            engine, ("classes.yaml", OWN_GPU_CLASS), ("pod.yaml", claiming_pod("training")),
+            ("claims.yaml", one),
+        )  # fmt: skip
+
+        assert not refused.pods[0].allowed and "pod claims 9 GPUs" in refused.pods[0].message
+        [pod] = admitted.pods
+        assert pod.allowed and gpus_of(pod) == []
+        assert "NVIDIA_VISIBLE_DEVICES" not in str(pod.mutated["spec"]["containers"])
+        assert pod.claims[0].asks is not None and pod.claims[0].asks.asks_gpus
+        [skipped] = admitted.skipped
+        assert skipped.reason.startswith("a DeviceClass: read for which claims ask for GPUs")
+
+    def test_a_template_of_it_is_judged_at_its_create(self, engine: Engine) -> None:
+        nine = claim_template("nine", claim_spec("gpus.example.com", count=9))
+
+        report = checked(engine, ("classes.yaml", OWN_GPU_CLASS), ("claims.yaml", nine))
+
+        [claim] = report.claim_objects
+        assert not claim.allowed and "pod claims 9 GPUs" in claim.message
+        assert claim.asks is not None and claim.asks.asks_gpus
+
+
 class TestClaimObjects:
     def test_a_template_for_nine_gpus_among_the_documents_is_refused(self, engine: Engine) -> None:
         report = checked(engine, ("claims.yaml", claim_template("nine", claim_spec(count=9))))

@@ -9,6 +9,10 @@ without namespaces is applied to one, ``kubectl apply -n NS``). An object named 
 among them is not known to be missing (it may be in the cluster already), so its claim
 is not judged and the report says so (``ClaimObjects.looked_up`` is False).
 
+The DeviceClasses among them are read as the cluster's would be: one whose selectors
+pick the policy's GPU drivers' devices gives GPUs (``webhook.engine.dra_capacity``), so a
+claim of it is judged, and mutated, as a GPU claim, as in a cluster holding that class.
+
 kube-apiserver stores claims and sends them to webhooks as ``resource.k8s.io/v1``;
 manifests may still be written for v1beta2, whose layout is v1's, or v1beta1, whose
 requests name their DeviceClass, count and selectors beside their name where v1 puts them
@@ -21,10 +25,13 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from webhook.engine.claims import CLAIM, TEMPLATE, ClaimSource
+from webhook.engine.inventory import UNKNOWN, DeviceClassFacts, Inventory
 from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
+from webhook.engine.resource_slices import device_class_facts
 
 GROUP = "resource.k8s.io"
 V1 = f"{GROUP}/v1"
@@ -32,6 +39,7 @@ V1BETA1 = f"{GROUP}/v1beta1"
 VERSIONS = (V1, f"{GROUP}/v1beta2", V1BETA1)
 """The versions read: those whose requests are read as v1's (v1beta1's once moved)."""
 RESOURCES = {TEMPLATE: "resourceclaimtemplates", CLAIM: "resourceclaims"}
+DEVICE_CLASS = "DeviceClass"
 _BESIDE_EXACTLY = frozenset({"name", "firstAvailable", "exactly"})
 """The fields of a v1beta1 request that stay where they are in v1."""
 
@@ -41,6 +49,16 @@ def is_claim_object(obj: Mapping[str, Any]) -> bool:
     api_version = obj.get("apiVersion")
     return (
         obj.get("kind") in RESOURCES
+        and isinstance(api_version, str)
+        and api_version.startswith(f"{GROUP}/")
+    )
+
+
+def is_device_class(obj: Mapping[str, Any]) -> bool:
+    """Whether `obj` is a DeviceClass, of any version (its selectors read alike)."""
+    api_version = obj.get("apiVersion")
+    return (
+        obj.get("kind") == DEVICE_CLASS
         and isinstance(api_version, str)
         and api_version.startswith(f"{GROUP}/")
     )
@@ -91,13 +109,22 @@ class ClaimDocuments:
     as v1."""
 
     by_namespace: Mapping[str, Mapping[ClaimSource, Any]] = field(default_factory=dict)
+    device_classes: Mapping[str, DeviceClassFacts] = field(default_factory=dict)
+    """The DeviceClasses among them, by name."""
 
     @classmethod
     def of(cls, objects: Iterable[dict[str, Any]]) -> ClaimDocuments:
         """Those of `objects` that are claim objects of a version read, with a name; of two
-        of one name in one namespace the later, as `kubectl apply` leaves it."""
+        of one name in one namespace the later, as `kubectl apply` leaves it. And the
+        DeviceClasses, the later of two of one name."""
         by_namespace: dict[str, dict[ClaimSource, Any]] = {}
+        classes: dict[str, DeviceClassFacts] = {}
         for obj in objects:
+            if is_device_class(obj):
+                facts = device_class_facts(obj)
+                if facts is not None:
+                    classes[facts.name] = facts
+                continue
             if not is_claim_object(obj) or unread_version(obj) is not None:
                 continue
             metadata = obj.get("metadata")
@@ -106,7 +133,15 @@ class ClaimDocuments:
             if not isinstance(name, str) or not name or not isinstance(namespace, str):
                 continue
             by_namespace.setdefault(namespace, {})[ClaimSource(obj["kind"], name)] = as_v1(obj)
-        return cls(by_namespace)
+        return cls(by_namespace, classes)
+
+    @cached_property
+    def inventory(self) -> Inventory:
+        """What the documents say of the cluster: their DeviceClasses, when they hold any
+        (nothing else is known: no nodes, PriorityClasses or ResourceSlices)."""
+        if not self.device_classes:
+            return UNKNOWN
+        return Inventory(device_classes=dict(self.device_classes))
 
     def seen_from(self, namespace: str) -> ClaimObjects:
         """The objects a pod in `namespace` ("" when not given) may name: those of its

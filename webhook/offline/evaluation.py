@@ -10,7 +10,8 @@ The ResourceClaimTemplates and ResourceClaims among the documents are judged as 
 their CREATE too, and are what the pods' claims of Dynamic Resource Allocation ask
 for (webhook.offline.claim_documents): a claim naming one not among them is not judged.
 They are read through the engine's one view of GPU DeviceClasses (``DraNow.classes_for``),
-as the mutation and validation of the same run read them.
+as the mutation and validation of the same run read them: the policy's, and those of the
+DeviceClasses among the documents that pick its GPU drivers' devices.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import jsonpatch
 from webhook.engine import AdmissionRequest, Engine, RuleOutcome
 from webhook.engine.claims import ClaimAsks, ClaimSource, GpuClasses, claim_asks
 from webhook.engine.decision import ENFORCE
-from webhook.engine.inventory import UNKNOWN
+from webhook.engine.inventory import UNKNOWN, Inventory
 from webhook.engine.pod import read_pod
 from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects, PodClaim, pod_claims
 from webhook.engine.templates import (
@@ -41,6 +42,7 @@ from webhook.offline.claim_documents import (
     ClaimDocuments,
     as_v1,
     is_claim_object,
+    is_device_class,
     unread_version,
 )
 from webhook.offline.documents import Document
@@ -179,7 +181,13 @@ def evaluate(
             if unread is not None:
                 skipped.append(SkippedObject(ref, unread))
             else:
-                claim_objects.append(evaluate_claim_object(engine, ref, document.object))
+                claim_objects.append(
+                    evaluate_claim_object(engine, ref, document.object, claims.inventory)
+                )
+            continue
+        if is_device_class(document.object):
+            reason = "a DeviceClass: read for which claims ask for GPUs, not judged itself"
+            skipped.append(SkippedObject(ref, reason))
             continue
         kind = template_kind(document.object, kinds)
         if kind is None:
@@ -192,7 +200,7 @@ def evaluate(
             continue
         seen = claims.seen_from(ref.namespace)
         pods += [
-            evaluate_pod(engine, ref, pointer, pod_from_template(template), seen)
+            evaluate_pod(engine, ref, pointer, pod_from_template(template), seen, claims.inventory)
             for pointer, template in templates
         ]
     return Report(engine.policy.source, tuple(pods), tuple(skipped), tuple(claim_objects))
@@ -204,17 +212,20 @@ def evaluate_pod(
     template: str,
     pod: dict[str, Any],
     claims: ClaimObjects = NO_CLAIMS,
+    inventory: Inventory = UNKNOWN,
 ) -> PodEvaluation:
     """Mutate, apply the patch, validate the result: CREATE of one pod, whose claims name
-    `claims`."""
+    `claims`, in a cluster of which `inventory` is known."""
     request = AdmissionRequest.pod_create(
         f"offline:{ref.source}:{ref.line}{template}", ref.namespace, ref.name, pod
     )
-    mutation = engine.mutate(request, claims=claims)
+    mutation = engine.mutate(request, inventory, claims)
     if not mutation.allowed:
         return _malformed(ref, template, mutation.message)
     mutated: dict[str, Any] = jsonpatch.apply_patch(pod, list(mutation.patch))
-    decision = engine.validate(dataclasses.replace(request, object=mutated), claims=claims)
+    decision = engine.validate(
+        dataclasses.replace(request, object=mutated), inventory, claims=claims
+    )
     if decision.code == 400:
         return _malformed(ref, template, decision.message)
     policy = engine.policy
@@ -231,12 +242,12 @@ def evaluate_pod(
         mutated=mutated,
         landings=landings(policy, view),
         warnings=tuple(dict.fromkeys(mutation.warnings + decision.warnings)),
-        claims=pod_claims(policy, view, claims, _classes(engine)).claims,
+        claims=pod_claims(policy, view, claims, _classes(engine, inventory)).claims,
     )
 
 
 def evaluate_claim_object(
-    engine: Engine, ref: ObjectRef, obj: dict[str, Any]
+    engine: Engine, ref: ObjectRef, obj: dict[str, Any], inventory: Inventory = UNKNOWN
 ) -> ClaimObjectEvaluation:
     """Validate the CREATE of a ResourceClaimTemplate or ResourceClaim, sent as v1."""
     sent = as_v1(obj)
@@ -245,9 +256,10 @@ def evaluate_claim_object(
         f"offline:{ref.source}:{ref.line}", "CREATE", GROUP, "v1", kind, RESOURCES[kind], "",
         ref.namespace, "", sent,
     )  # fmt: skip
-    decision = engine.validate(request)
+    decision = engine.validate(request, inventory)
     try:
-        asks: ClaimAsks | None = claim_asks(_classes(engine), ClaimSource(kind, ref.name), sent)
+        source = ClaimSource(kind, ref.name)
+        asks: ClaimAsks | None = claim_asks(_classes(engine, inventory), source, sent)
     except MalformedObject:
         asks = None
     failed = tuple(dict.fromkeys(v.rule for v in decision.violations if v.mode == ENFORCE))
@@ -256,10 +268,10 @@ def evaluate_claim_object(
     )
 
 
-def _classes(engine: Engine) -> GpuClasses:
+def _classes(engine: Engine, inventory: Inventory) -> GpuClasses:
     """The GPU DeviceClasses the engine's mutation and validation read claims through
-    offline, where there is no cluster: the policy's."""
-    return engine.capacity(UNKNOWN).dra.classes_for(engine.policy)
+    with `inventory`."""
+    return engine.capacity(inventory).dra.classes_for(engine.policy)
 
 
 def object_ref(document: Document) -> ObjectRef:
