@@ -470,6 +470,16 @@ class TestFirstAvailable:
             decision.message
         )
 
+    def test_a_non_gpu_alternative_first_is_taken_wherever_a_node_has_one(
+        self, engine: Engine
+    ) -> None:
+        spec = first_available(("nic", "nic.example.com", 1), ("one", "gpu.nvidia.com", 1))
+
+        decision = admitted(engine, claiming_pod("inference"), claims=claiming(spec))
+
+        assert not decision.allowed
+        assert "the scheduler takes 'gpu/nic' (1 device of DeviceClass nic.example.com, not a GPU) first" in decision.message  # fmt: skip
+
     def test_the_same_claim_is_the_business_of_no_class_as_an_object(self, engine: Engine) -> None:
         spec = first_available(("big", "gpu.nvidia.com", 99), ("nic", "nic.example.com", 1))
 

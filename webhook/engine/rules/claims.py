@@ -132,19 +132,20 @@ def _no_gpu_fallbacks(
             fallback = next(iter(request.may_give_no_gpu), None)
             if fallback is None:
                 continue
+            before = request.alternatives[: request.alternatives.index(fallback)]
             never = [
                 f"{ask.request!r} ({ask.describe()}) can never be had: {problem}"
-                for ask in request.alternatives
+                for ask in before
                 if ask.is_gpu and (problem := _never_had(policy, pools, dra, ask, model))
             ]
-            why = (
-                f"{'; '.join(never)}; so the scheduler takes {fallback.request!r} "
-                f"({_device(fallback)})"
-                if len(never) == len(request.alternatives) - len(request.may_give_no_gpu)
-                else f"the scheduler takes {fallback.request!r} ({_device(fallback)}) when "
-                f"the alternatives before it cannot be had"
-                + (f" ({'; '.join(never)})" if never else "")
-            )
+            taken = f"{fallback.request!r} ({_device(fallback)})"
+            if not before:
+                why = f"the scheduler takes {taken} first, wherever a node has one"
+            elif len(never) == len(before):
+                why = f"{'; '.join(never)}; so the scheduler takes {taken}"
+            else:
+                why = f"the scheduler takes {taken} when the alternatives before it cannot be had"
+                why += f" ({'; '.join(never)})" if never else " (their GPUs are taken, say)"
             violations.append(
                 Violation(
                     RULE,
