@@ -21,7 +21,9 @@ process and its children, from /proc/PID/smaps_rollup ten times a second, as
 - after: five seconds after the audit ended.
 
 against the Deployment's 256 MiB limit. The replica is stopped before the next count.
-``--repository DIR`` runs the replica from another tree of the project (a ``git
+Then the same audit is run once by the command (``python -m webhook.cli audit
+--kubeconfig ... --quiet``, text output), and its peak PSS and RSS reported the same way.
+``--repository DIR`` runs the replica and the command from another tree of the project (a ``git
 archive`` of an older commit, say) for the figures before a change.
 """
 
@@ -139,6 +141,24 @@ def measure(
     return {"before": before, "peak": peak, "after": after}
 
 
+def measure_command(repository: Path, kubeconfig: Path, work: Path) -> tuple[float, float]:
+    """(RSS, PSS) in MiB at the peak of one ``gpu-admission audit`` of the cluster."""
+    command = [sys.executable, "-m", "webhook.cli", "audit", "--kubeconfig", str(kubeconfig)]
+    env = {**os.environ, "XDG_CACHE_HOME": str(work / "cache")}
+    with (work / "audit.out").open("wb") as out:
+        audit = subprocess.Popen(
+            [*command, "--quiet"], cwd=repository, env=env, stdout=out, stderr=out
+        )
+        sampler = MemorySampler(audit.pid, interval=0.05)
+        sampler.start()
+        code = audit.wait(timeout=AUDIT_TIMEOUT)
+        sampler.stopped.set()
+        sampler.join()
+    if code not in (0, 1):
+        raise SystemExit(f"the audit command exited with {code}; see {work / 'audit.out'}")
+    return sampler.peak
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--counts", default="40,100", help="ReplicaSets, one run per count")
@@ -167,6 +187,8 @@ def main(argv: list[str] | None = None) -> None:
                 cells = [f"{pss:7.1f} / {rss:5.1f}" for rss, pss in figures.values()]
                 over = " OVER THE LIMIT" if figures["peak"][1] > LIMIT_MIB else ""
                 print(f"{count:>11}  {'  '.join(cells)}{over}", flush=True)
+                rss, pss = measure_command(args.repository, cluster.kubeconfig, run)
+                print(f"{'':>11}  the audit command's peak: {pss:.1f} / {rss:.1f}", flush=True)
             api.close()
         finally:
             cluster.stop()

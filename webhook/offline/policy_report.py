@@ -265,7 +265,7 @@ def _result(finding: Finding, rule: str, result: str, message: str) -> dict[str,
 
 def _cut(text: str, limit: int = TEXT_LIMIT) -> str:
     """``text`` cut to ``limit`` characters saying how long it was, once: a string already
-    cut (``…(N characters)``) is left as it is when within a little of the limit."""
+    cut (``... (N characters)``) is left as it is when within a little of the limit."""
     return text if len(text) <= limit + 32 else shorten(text, limit)
 
 
