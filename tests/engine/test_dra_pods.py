@@ -546,6 +546,25 @@ class TestFirstAvailable:
         assert "pod claims 10 GPUs" in decision.message
         assert "alternative 'more/four'" in decision.message
 
+    @pytest.mark.parametrize(
+        ("requests", "more", "fits"),
+        [(7, 5, True), (9, 2, False)],
+        ids=["the fewest fit", "not even the fewest fit"],
+    )
+    def test_past_the_choices_judged_a_pod_is_refused_only_when_its_fewest_gpus_do_not_fit(
+        self, engine: Engine, requests: int, more: int, fits: bool
+    ) -> None:
+        spec: dict[str, Any] = {"devices": {"requests": []}}
+        for index in range(requests):
+            spec["devices"]["requests"] += first_available(
+                ("more", "gpu.nvidia.com", more), ("one", "gpu.nvidia.com", 1), request=f"r{index}"
+            )["devices"]["requests"]
+
+        decision = admitted(engine, claiming_pod("inference"), claims=claiming(spec))
+
+        assert decision.allowed is fits, decision.message
+        assert fits or f"pod claims {requests} GPUs" in decision.message
+
     def test_a_gpu_class_of_the_cluster_s_own_is_a_gpu_alternative(self, engine: Engine) -> None:
         selector = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"  # fmt: skip
         classes = {"gpus.example.com": DeviceClassFacts("gpus.example.com", (selector,))}

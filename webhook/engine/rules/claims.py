@@ -20,6 +20,7 @@ node at its class's priority holding none: it is refused, naming the alternative
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -216,8 +217,9 @@ def claim_violations(policy: Policy, claims: PodClaims, now: CapacityNow) -> lis
 
 
 MAX_CHOICES = 64
-"""Most choices of alternatives judged together for one pod; past them the pod is not
-refused on a guess."""
+"""Most choices of alternatives judged together for one pod, in the scheduler's order.
+Past them the pod is refused only when even the fewest whole GPUs its requests could
+take do not fit one node: never on a guess."""
 
 
 def _fitting(
@@ -242,7 +244,18 @@ def _fitting(
         if not found:
             return []
         first = found if first is None else first
-    return first or []
+    if math.prod(len(way) for way in ways) <= MAX_CHOICES:
+        return first or []
+    fewest = [min(way, key=lambda where_ask: _whole_count(where_ask[1])) for way in ways]
+    problem = _whole_gpus(pools, dra, _wanted(fewest), model)
+    return [Violation(COUNT, problem)] if problem is not None else []
+
+
+def _whole_count(ask: Ask | None) -> int:
+    """How many whole GPUs `ask` takes at least."""
+    if ask is None or ask.kind != GPU_DEVICE:
+        return 0
+    return 1 if ask.all_devices else ask.count
 
 
 def _alternatives(
