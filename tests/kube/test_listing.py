@@ -142,3 +142,16 @@ class TestPages:
 
         assert asked == [None]
         assert first.isclosed()
+
+
+class TestOneObjectRead:
+    def test_an_object_read_by_name_is_parsed_under_the_same_cap(self) -> None:
+        def body(item: dict[str, Any]) -> HTTPResponse:
+            return HTTPResponse(body=io.BytesIO(orjson.dumps(item)), preload_content=False)
+
+        small, huge = replica_set("small"), replica_set("huge", "x" * 50_000)
+
+        assert listing._parse_one(body(small), 10_000) == small
+        found = listing._parse_one(body(huge), 10_000)
+        assert isinstance(found, TooLarge) and found.name == "huge"
+        assert listing._parse_one(HTTPResponse(body=io.BytesIO(b"[1]"), preload_content=False), 10) is None  # fmt: skip
