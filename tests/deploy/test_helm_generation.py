@@ -59,7 +59,7 @@ def test_the_scope_values_decide_only_the_selectors_that_are_the_opt_in_scope(
 
     assert "kubernetes.io/metadata.name: {{ .Release.Namespace }}\n" in text
     assert RELEASE_NAMESPACE not in text
-    assert text.count('include "gpu-admission.namespaceSelector"') == 9
+    assert text.count('include "gpu-admission.namespaceSelector"') == 10
     assert '(list . "validate-extra" 5)' in text
 
 

@@ -37,11 +37,12 @@ CONFIGURATIONS = {
     "mutatingwebhookconfiguration": "/mutate",
     "validatingwebhookconfiguration": "/validate",
 }
-WEBHOOK_COUNTS = {"mutatingwebhookconfiguration": 2, "validatingwebhookconfiguration": 8}
+WEBHOOK_COUNTS = {"mutatingwebhookconfiguration": 2, "validatingwebhookconfiguration": 9}
 """Pods with and without the workload label are mutated and validated by a webhook
 each, class pods' updates by one more; workloads' templates by a validating webhook
 of their own; autoscalers are warned of by another; GPU ResourceClaimTemplates and
-ResourceClaims by another; the policy ConfigMap is checked by the last."""
+ResourceClaims by another, pods' bindings by another, ConfigMaps and Secrets keys by
+another; the policy ConfigMap is checked by the last."""
 POLICY_WEBHOOK = "validate-policy.gpu-admission.io"
 """Fails open, so that a stopped service never locks out the repair of its policy."""
 # Class pods are judged by validate.gpu-admission.io (their updates by validate-updates),
