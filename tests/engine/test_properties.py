@@ -877,7 +877,7 @@ def test_mutation_and_validation_agree_on_which_containers_take_gpus_through_cla
     result = apply(pod, decision)
     now = DRA_ENGINE.capacity(inventory)
     view = read_pod(pod, DRA_ENGINE.policy)
-    validated = pod_claims(DRA_ENGINE.policy, view, objects, now.dra.other_gpu_classes)
+    validated = pod_claims(DRA_ENGINE.policy, view, objects, now.dra.classes_for(DRA_ENGINE.policy))
     given_gpu = [GPU in str(c.get("resources", {})) for c in result["spec"]["containers"]]
     hidden = [
         {"name": VISIBLE, "value": "void"} in c.get("env", []) for c in result["spec"]["containers"]

@@ -151,11 +151,6 @@ class DraNow:
         check read claims through: this inventory's, or the policy's alone."""
         return self.gpu_classes or GpuClasses(policy.dra)
 
-    @property
-    def other_gpu_classes(self) -> GpuClasses | None:
-        """`gpu_classes`, by the name callers of ``pod_claims`` knew it under."""
-        return self.gpu_classes
-
 
 UNKNOWN = DraNow(synced=False)
 

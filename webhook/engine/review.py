@@ -142,8 +142,9 @@ class Engine:
             workload = self.policy.classes.get(pod.labels.get(self.policy.workload_label, ""))
             if workload is None or not workload.mutate:
                 return allow()
-            resolved = pod_claims(self.policy, pod, claims)
-            return allow(mutate_pod(self.policy, pod, workload, self.capacity(inventory), resolved))
+            now = self.capacity(inventory)
+            resolved = pod_claims(self.policy, pod, claims, now.dra.classes_for(self.policy))
+            return allow(mutate_pod(self.policy, pod, workload, now, resolved))
         except MalformedObject as error:
             return malformed(str(error))
 
@@ -196,7 +197,7 @@ class Engine:
     ) -> Findings:
         """What the rules find in the pod: its violations, each with the mode the policy
         gives its rule for the pod, and every rule's outcome."""
-        resolved = pod_claims(self.policy, pod, claims, now.dra.other_gpu_classes)
+        resolved = pod_claims(self.policy, pod, claims, now.dra.classes_for(self.policy))
         return self.rules.judge(RuleContext.of(self.policy, pod, now, self.placement, resolved))
 
     def rule_outcomes(
