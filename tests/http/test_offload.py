@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -16,6 +19,7 @@ from tests.builders import container, pod
 from tests.conftest import Review
 from webhook.engine import AdmissionRequest, Decision, Engine
 from webhook.http.app import INLINE_BODY_BYTES, create_app
+from webhook.http.metrics import Metrics
 from webhook.http.offload import ReviewWorker
 from webhook.policy import Policy
 
@@ -33,6 +37,14 @@ class DyingEngine(Engine):
 
     def validate(self, request: AdmissionRequest, *context: Any, **named: Any) -> Decision:
         os._exit(9)
+
+
+class StuckEngine(Engine):
+    """An engine that never returns, as a rule caught in an endless loop would."""
+
+    def validate(self, request: AdmissionRequest, *context: Any, **named: Any) -> Decision:
+        time.sleep(3600)
+        raise AssertionError("unreachable")
 
 
 def large(review: Review, uid: str, gpus: int = 1) -> bytes:
@@ -115,6 +127,56 @@ def test_a_worker_that_dies_costs_its_review_a_503_and_the_next_one_gets_a_new_w
     assert reply.headers["retry-after"] == "1"
     assert "review worker stopped" in reply.json()["error"]
     assert response_of(after)["uid"] == "after"
+
+
+def test_a_worker_stuck_past_its_deadline_is_killed_replaced_and_counted(
+    policy: Policy, engine: Engine, review: Review
+) -> None:
+    metrics = Metrics()
+    worker = ReviewWorker(deadline_seconds=2.0, on_restart=metrics.worker_restarted)
+    stuck = StuckEngine(policy)
+    try:
+        worker.start()
+        lost = TestClient(create_app(lambda: stuck, worker=worker, metrics=metrics))
+        judged = TestClient(create_app(lambda: engine, worker=worker))
+        started = time.monotonic()
+        reply = lost.post("/validate", content=large(review, uid="stuck"))
+        took = time.monotonic() - started
+        after = judged.post("/validate", content=large(review, uid="after"))
+    finally:
+        worker.stop()
+
+    assert reply.status_code == 503
+    assert reply.headers["retry-after"] == "1"
+    assert "did not answer this review within 2 s" in reply.json()["error"]
+    assert took < 10
+    assert response_of(after)["uid"] == "after"
+    restarts = metrics.registry.get_sample_value(
+        "gpu_admission_review_worker_restarts_total", {"reason": "deadline"}
+    )
+    assert restarts == 1
+
+
+def test_a_stopped_worker_leaves_no_semaphore_for_the_resource_tracker_to_report(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "stop.py"
+    script.write_text(
+        "from webhook.http.offload import ReviewWorker\n"
+        "if __name__ == '__main__':\n"
+        "    worker = ReviewWorker()\n"
+        "    worker.start()\n"
+        "    worker._running().submit(sum, [1]).result()\n"
+        "    worker.stop()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path.cwd())}
+
+    stopped = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, env=env
+    )
+
+    assert stopped.returncode == 0, stopped.stderr
+    assert "leaked" not in stopped.stderr
 
 
 def test_a_worker_killed_while_idle_is_replaced_for_the_next_review(

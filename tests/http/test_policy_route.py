@@ -3,7 +3,6 @@ ConfigMap is admitted when its policy serves and denied with every problem other
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import Any
@@ -16,6 +15,7 @@ from webhook.engine import Engine
 from webhook.engine.decision import DENIAL_LIMIT
 from webhook.http.app import create_app
 from webhook.http.metrics import Metrics
+from webhook.http.offload import ReviewWorker
 from webhook.http.policy_check import MAX_POLICY_BYTES, POLICY_KEY, PROBLEMS_LIMIT
 from webhook.http.policy_route import POLICY_BODY_BYTES
 from webhook.policy.load import MAX_VALUES, default_policy_text
@@ -258,20 +258,40 @@ def test_a_body_over_the_policy_routes_own_cap_gets_413(client: TestClient) -> N
     assert str(POLICY_BODY_BYTES) in reply.json()["error"]
 
 
-def test_a_policy_review_while_another_is_judged_gets_503_with_retry_after(
+def test_a_loop_sending_the_same_policy_costs_one_compilation(engine: Engine) -> None:
+    app = create_app(lambda: engine)
+    client = TestClient(app)
+    route = next(r for r in app.router.routes if getattr(r, "path", "") == PATH)
+
+    replies = [client.post(PATH, json=policy_review(TWO_TYPOS, uid=f"loop-{n}")) for n in range(20)]
+
+    assert {response_of(reply)["allowed"] for reply in replies} == {False}
+    assert {response_of(reply)["uid"] for reply in replies} == {f"loop-{n}" for n in range(20)}
+    assert route.app.checks.compiled == 1  # type: ignore[attr-defined]
+
+
+def test_the_same_policy_in_another_configmap_is_compiled_for_its_own_name(
     engine: Engine,
 ) -> None:
-    app = create_app(lambda: engine)
-    route = next(r for r in app.router.routes if getattr(r, "path", "") == PATH)
-    judging = route.app._judging  # type: ignore[attr-defined]
-    client = TestClient(app)
-    asyncio.run(judging.acquire())  # as another policy would hold it
-    try:
-        busy = client.post(PATH, json=policy_review(default_policy_text()))
-    finally:
-        judging.release()
-    after = client.post(PATH, json=policy_review(default_policy_text()))
+    client = TestClient(create_app(lambda: engine))
+    first = policy_review(TWO_TYPOS)
+    other = policy_review(TWO_TYPOS)
+    other["request"]["name"] = other["request"]["object"]["metadata"]["name"] = "other"
 
-    assert busy.status_code == 503
-    assert busy.headers["retry-after"] == "1"
-    assert response_of(after)["allowed"] is True
+    messages = [response_of(client.post(PATH, json=r))["status"]["message"] for r in (first, other)]
+
+    assert f"{NAMESPACE}/{NAME}" in messages[0]
+    assert f"{NAMESPACE}/other" in messages[1] and NAME not in messages[1]
+
+
+def test_a_policy_is_compiled_in_the_review_worker_with_the_same_verdict(
+    engine: Engine, worker: ReviewWorker
+) -> None:
+    client = TestClient(create_app(lambda: engine, worker=worker))
+
+    broken = response_of(client.post(PATH, json=policy_review(TWO_TYPOS)))
+    serving = response_of(client.post(PATH, json=policy_review(default_policy_text())))
+
+    assert broken["allowed"] is False
+    assert "gpusPerNod" in broken["status"]["message"]
+    assert serving["allowed"] is True

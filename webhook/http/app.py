@@ -4,7 +4,7 @@
 (``webhook.http.answering``: body received, parsed, judged, reply encoded), count what
 came of it (``webhook.http.counting``) and send the reply (``webhook.http.replies``).
 ``/validate-policy`` judges the policy ConfigMap (``webhook.http.policy_route``) within
-the same body bounds.
+the same body bounds, its compiling in the same worker.
 
 Error channels: a body that is not an AdmissionReview gets HTTP 400 (413 when too
 large), so kube-apiserver applies the failurePolicy; so does a review the service has
@@ -154,7 +154,7 @@ def create_app(
     for webhook in ("mutate", "validate"):
         route = ReviewRoute(answerer, counted, webhook)
         app.router.routes.append(Route(f"/{webhook}", route, methods=["POST"]))
-    policy_route = PolicyRoute(answerer.limits, counted)
+    policy_route = PolicyRoute(answerer.limits, counted, worker)
     app.router.routes.append(Route(POLICY_PATH, policy_route, methods=["POST"]))
 
     @app.get("/healthz")

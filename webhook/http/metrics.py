@@ -22,6 +22,8 @@ only what it saw. The series:
   own (``webhook.http.limits``): ``idle``, ``head_timeout``, ``head_too_large``,
   ``body_timeout``, ``evicted`` (an older connection waiting for a request, closed to
   make room) or ``no_room`` (a new connection while every other one was busy).
+- ``gpu_admission_review_worker_restarts_total{reason}``: review workers replaced
+  (``webhook.http.offload``): ``deadline`` (killed, stuck past its deadline) or ``died``.
 - ``gpu_admission_certificate_expiry_timestamp_seconds``: when the serving certificate
   expires (once ``watch_certificate`` is given the served certificate).
 - ``gpu_admission_inventory_synced{kind}``: 1 once the live cache of ``nodes`` or
@@ -114,6 +116,14 @@ class Metrics:
             ["reason"],
             registry=self.registry,
         )
+        self.worker_restarts = Counter(
+            "gpu_admission_review_worker_restarts",
+            "Review workers replaced, by reason: deadline (stuck, killed) or died.",
+            ["reason"],
+            registry=self.registry,
+        )
+        for reason in ("deadline", "died"):
+            self.worker_restarts.labels(reason=reason)
         self.policy_valid.set(1)
         self.policy_last_reload.set(time.time())
         self._counted: dict[tuple[str, str, str, str], Counter] = {}
@@ -156,6 +166,10 @@ class Metrics:
     def connection_cut(self, reason: str) -> None:
         """The server closed a connection on its own (a timeout, a cap)."""
         self.connections_cut.labels(reason=reason).inc()
+
+    def worker_restarted(self, reason: str) -> None:
+        """A review worker was replaced (``webhook.http.offload``)."""
+        self.worker_restarts.labels(reason=reason).inc()
 
     def policy_in_use(self, at: float) -> None:
         """A valid policy loaded at ``at`` serves (at start, or after a reload)."""

@@ -22,6 +22,22 @@ The worker gets the engine and the live inventory pickled with each job; both ar
 pickled once per object (a policy reload or an inventory change makes a new one) and
 kept in the worker as long as the same bytes come. A worker that dies (killed for
 memory, say) fails the reviews it held, and the next large review starts a new one.
+
+A worker that has not answered a job ``deadline_seconds`` after it was handed over
+(30 s: the longest timeout kube-apiserver allows a webhook, so no caller still waits
+for the answer; the largest review takes 0.7 s alone and under 10 s under attack) is
+stuck, or so far behind that it is of no use: it is killed and replaced, the job
+answered 503 saying so, and ``on_restart("deadline")`` told (``"died"`` for a worker
+that died). Its jobs end with it, answered 503 as well.
+
+The same worker checks the policies of ``/validate-policy`` (``check_policy``), one at a
+time as the route sends them (``webhook.http.policy_route``): a process of its own would
+cost its 35 MiB again under a 256 MiB limit, and in a thread a policy's YAML would hold
+the event loop's GIL. A large review waits for at most the one policy being checked.
+
+At stop, the processes are killed and the executor joined: left to the interpreter's
+exit, the executor's queues were never closed, and multiprocessing's resource tracker
+printed a "leaked semaphore objects" warning.
 """
 
 from __future__ import annotations
@@ -32,26 +48,51 @@ import logging
 import multiprocessing
 import os
 import pickle
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any
+from typing import Any, TypeVar
 
 from webhook.engine import Engine
 from webhook.engine.inventory import Inventory
 from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
 from webhook.http.judging import Judged, encode, judge_body
 from webhook.http.memory import give_back, keep_large_blocks_mapped
+from webhook.http.policy_check import PolicyQuestion, policy_verdict
 
 log = logging.getLogger("gpu_admission.http")
 
 WORKER_LOST = "the review worker stopped while judging this review; it is restarted"
+WORKER_STUCK = "the review worker did not answer this review within {seconds:g} s; it is restarted"
+DEADLINE_SECONDS = 30.0
+"""The longest a job may take in the worker: kube-apiserver's longest webhook timeout."""
+
+#: Why a worker was replaced: what ``on_restart`` is told.
+DEADLINE, DIED = "deadline", "died"
+RESTART_REASONS = (DEADLINE, DIED)
+
+T = TypeVar("T")
+
+
+class WorkerFailed(Exception):
+    """The worker died, or was killed past its deadline, before answering."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 class ReviewWorker:
     """Judges bodies in one worker process; ``start`` it early so that the first large
     review does not wait for Python to start."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        deadline_seconds: float = DEADLINE_SECONDS,
+        on_restart: Callable[[str], None] | None = None,
+    ) -> None:
+        self.deadline_seconds = deadline_seconds
+        self.on_restart = on_restart
         self._executor: ProcessPoolExecutor | None = None
         self._pickled: dict[str, tuple[object, bytes]] = {}
 
@@ -67,44 +108,64 @@ class ReviewWorker:
         claims: ClaimObjects | None = NO_CLAIMS,
     ) -> Judged:
         """``body`` judged by ``webhook`` in the worker; HTTP 503 if the worker died while
-        judging it. A worker that died while idle is replaced for this review. With
-        `claims` None, a review naming templates or claims comes back not judged, saying
-        which to read (see ``judge_body``)."""
+        judging it, or was killed past its deadline. A worker that died while idle is
+        replaced for this review. With `claims` None, a review naming templates or claims
+        comes back not judged, saying which to read (see ``judge_body``)."""
+        try:
+            return await self._call(
+                _judge_pickled,
+                webhook,
+                self._pickle("engine", engine),
+                self._pickle("inventory", inventory),
+                body,
+                claims,
+            )
+        except WorkerFailed as failed:
+            return Judged(503, encode({"error": failed.message}))
+
+    async def check_policy(self, question: PolicyQuestion) -> str | None:
+        """``policy_verdict`` of ``question`` in the worker. Raises WorkerFailed."""
+        return await self._call(policy_verdict, question)
+
+    async def _call(self, function: Callable[..., T], *args: Any) -> T:
         for _ in range(2):
             executor = self._running()
             try:
-                job = executor.submit(
-                    _judge_pickled,
-                    webhook,
-                    self._pickle("engine", engine),
-                    self._pickle("inventory", inventory),
-                    body,
-                    claims,
-                )
+                job: Future[T] = executor.submit(function, *args)
             except BrokenProcessPool:
-                self._lost(executor)
+                self._lost(executor, DIED)
                 continue
             try:
-                return await asyncio.wrap_future(job)
+                return await asyncio.wait_for(
+                    asyncio.shield(asyncio.wrap_future(job)), self.deadline_seconds
+                )
             except BrokenProcessPool:
-                self._lost(executor)
+                self._lost(executor, DIED)
                 break
-        return Judged(503, encode({"error": WORKER_LOST}))
+            except TimeoutError:
+                if self._executor is executor:
+                    log.error(
+                        "the review worker did not answer in time; it is killed and replaced",
+                        extra={"deadline_seconds": self.deadline_seconds},
+                    )
+                    self._lost(executor, DEADLINE)
+                    _stop(executor)
+                raise WorkerFailed(WORKER_STUCK.format(seconds=self.deadline_seconds)) from None
+        raise WorkerFailed(WORKER_LOST)
 
-    def _lost(self, executor: ProcessPoolExecutor) -> None:
+    def _lost(self, executor: ProcessPoolExecutor, reason: str) -> None:
         if self._executor is executor:
-            log.error("the review worker stopped; a new one starts with the next review")
+            if reason == DIED:
+                log.error("the review worker stopped; a new one starts with the next review")
             self._executor = None
+            if self.on_restart is not None:
+                self.on_restart(reason)
 
     def stop(self) -> None:
         """Stop the worker at once, even in the middle of a review (on shutdown)."""
         executor, self._executor = self._executor, None
-        if executor is None:
-            return
-        processes: dict[int, Any] = getattr(executor, "_processes", None) or {}
-        for process in list(processes.values()):
-            process.terminate()
-        executor.shutdown(wait=False, cancel_futures=True)
+        if executor is not None:
+            _stop(executor, wait=True)
 
     def _running(self) -> ProcessPoolExecutor:
         if self._executor is None:
@@ -122,6 +183,17 @@ class ReviewWorker:
         data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
         self._pickled[what] = (value, data)
         return data
+
+
+def _stop(executor: ProcessPoolExecutor, wait: bool = False) -> None:
+    """Kill the executor's process and stop the executor. With ``wait``, its management
+    thread is joined, which closes its queues (and unlinks their semaphores) before the
+    interpreter exits; the process is killed first, so that takes milliseconds."""
+    processes: dict[int, Any] = getattr(executor, "_processes", None) or {}
+    for process in list(processes.values()):
+        with contextlib.suppress(OSError, ValueError):
+            process.kill()
+    executor.shutdown(wait=wait, cancel_futures=True)
 
 
 # ------------------------------------------------------------------ in the worker

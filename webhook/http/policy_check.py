@@ -8,12 +8,20 @@ admits the service can load.
 policy key must hold a policy that serves. The denial lists the problems as
 `ConfigMap-name/key:line: path: reason`, the line counted within the key's text (what
 the operator edits), at most ``PROBLEMS_LIMIT`` of them and within the engine's denial
-length. Plain functions of values: the route (``webhook.http.policy_route``) runs them
-off the event loop.
+length.
+
+It is two steps, as the route (``webhook.http.policy_route``) runs them apart:
+``policy_question`` answers at once what needs no compiling (not a ConfigMap, an update
+that leaves the policy as it was, no policy key, too large) and otherwise says what to
+compile, a ``PolicyQuestion``; ``policy_verdict`` compiles it, off the event loop, into
+the denial's message or None. A question's verdict depends on its text and names only,
+so the route keeps verdicts by the question's ``digest``.
 """
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
 from typing import Any
 
 from webhook.engine import AdmissionRequest, Decision
@@ -32,11 +40,35 @@ PROBLEMS_LIMIT = 20
 """Most problems a denial lists; the rest are counted."""
 
 
+@dataclass(frozen=True)
+class PolicyQuestion:
+    """A policy to compile: does ``text`` serve? Picklable, for the review worker."""
+
+    name: str
+    """The ConfigMap as a denial names it (``namespace/name``)."""
+    source: str
+    """The file name its problems are reported under (``name/policy.yaml``)."""
+    text: str
+
+    def digest(self) -> bytes:
+        """What the verdict depends on, hashed: names and text."""
+        named = f"{self.name}\0{self.source}\0".encode()
+        return hashlib.sha256(named + self.text.encode("utf-8")).digest()
+
+
 def judge_policy_configmap(request: AdmissionRequest) -> Decision:
     """Admit a policy ConfigMap whose policy serves; deny one whose policy does not, with
     every problem (up to ``PROBLEMS_LIMIT``). Not a CREATE or UPDATE of a ConfigMap, or an
     UPDATE leaving the policy as it was (a label, a finalizer, a broken policy's own
     deletion): admitted without a look."""
+    question = policy_question(request)
+    if isinstance(question, Decision):
+        return question
+    return verdict_decision(policy_verdict(question))
+
+
+def policy_question(request: AdmissionRequest) -> Decision | PolicyQuestion:
+    """The decision when it needs no compiling; otherwise the policy to compile."""
     if request.kind != "ConfigMap" or request.operation not in ("CREATE", "UPDATE"):
         return allow()
     configmap = request.object if isinstance(request.object, dict) else {}
@@ -56,11 +88,21 @@ def judge_policy_configmap(request: AdmissionRequest) -> Decision:
             f"the policy in ConfigMap {name} is {len(text.encode('utf-8')):,} bytes; "
             f"gpu-admission judges policies of at most {MAX_POLICY_BYTES:,}"
         )
+    return PolicyQuestion(name, source, text)
+
+
+def policy_verdict(question: PolicyQuestion) -> str | None:
+    """The denial's message when the policy does not serve; None when it does."""
     try:
-        serving_engine(text, source)
+        serving_engine(question.text, question.source)
     except PolicyError as error:
-        return _denied(policy_denial(name, error))
-    return allow()
+        return policy_denial(question.name, error)
+    return None
+
+
+def verdict_decision(denial: str | None) -> Decision:
+    """The decision of a verdict: admitted, or denied with its message."""
+    return allow() if denial is None else _denied(denial)
 
 
 def policy_denial(name: str, error: PolicyError) -> str:

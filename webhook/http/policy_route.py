@@ -3,13 +3,17 @@ broken policy fails with every problem, its line, field path and reason.
 
 The body is read within bounds of its own (``POLICY_BODY_BYTES``, answered 413; a policy
 is at most 256 KiB, and an UPDATE carries it twice) and on the budget of large bodies
-(``webhook.http.body``). It is decoded and its policy judged (``webhook.http.policy_check``)
-in a thread, as the reloader compiles a policy, never on the event loop: a large policy
-then holds up no review of a pod for longer than the interpreter's switch interval. One
-policy is judged at a time; a policy review arriving meanwhile is answered 503 with
-Retry-After (the webhook fails open, and kube-apiserver retries), so a flood of policies
-costs one thread's work, not one per request. The reply and its counting
-(``gpu_admission_requests_total{webhook="validate-policy"}``) are a review's.
+(``webhook.http.body``, with its share per source). It is decoded on the event loop
+(about 1 ms for the largest body: the review around one long string), and what needs no
+compiling is answered there (``webhook.http.policy_check``). A policy to compile goes to
+the queue of ``webhook.http.policy_checks``: kept verdicts by digest, the sources taken
+in turn, a bounded share per source; the compiling itself runs in the review worker's
+process when there is one (``webhook.http.offload``), so that a policy's YAML never
+holds the event loop's GIL while pods wait, and in a thread otherwise.
+
+Refusals say when to try again (Retry-After): 429 for a source with as many policies
+waiting as it may have, 503 when the queue is full or the worker failed. The reply and its
+counting (``gpu_admission_requests_total{webhook="validate-policy"}``) are a review's.
 """
 
 from __future__ import annotations
@@ -22,11 +26,26 @@ from fastapi.responses import Response
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive, Scope, Send
 
-from webhook.http.body import BodyBudgetSpent, BodyLimits, BodyTooLarge, received_body
+from webhook.engine import Decision
+from webhook.http.body import (
+    BodyBudgetSpent,
+    BodyLimits,
+    BodyStalled,
+    BodyTooLarge,
+    received_body,
+    source_address,
+)
 from webhook.http.counting import count
 from webhook.http.judging import Judged, decode, encode, failed, judged
 from webhook.http.metrics import Metrics
-from webhook.http.policy_check import judge_policy_configmap
+from webhook.http.offload import ReviewWorker, WorkerFailed
+from webhook.http.policy_check import (
+    PolicyQuestion,
+    policy_question,
+    policy_verdict,
+    verdict_decision,
+)
+from webhook.http.policy_checks import ChecksBusy, PolicyChecks, Verdict
 from webhook.http.replies import review_reply
 
 log = logging.getLogger("gpu_admission.http")
@@ -38,32 +57,31 @@ POLICY_BODY_BYTES = 1024 * 1024
 """The largest body of a policy review answered: a policy of at most 256 KiB in object
 and oldObject, JSON-escaped, and the review around them."""
 
+SOURCE_BUSY = Judged(
+    429,
+    encode(
+        {"error": "as many policies from this address are being judged as it may have; try again"}
+    ),
+)
+QUEUE_FULL = Judged(503, encode({"error": "as many policies are being judged as fit; try again"}))
+BODIES_BUSY = Judged(503, encode({"error": "too many large reviews at once; try again"}))
+
 
 def policy_body_limits(limits: BodyLimits) -> BodyLimits:
     """The bounds of a policy review's body: ``limits`` (a pod review's), capped lower."""
     return BodyLimits(min(limits.max_bytes, POLICY_BODY_BYTES), limits.small_bytes, limits.budget)
 
 
-def judge_policy_body(body: bytes | bytearray) -> Judged:
-    """Decode the review in `body` and judge its policy ConfigMap (run in a thread)."""
-    review = decode(body)
-    if isinstance(review, Judged):
-        return review
-    try:
-        decision = judge_policy_configmap(review)
-    except Exception:
-        log.exception("policy check failed", extra={"uid": review.uid})
-        return failed(review)
-    return judged(review, decision)
-
-
 class PolicyRoute:
     """The ASGI app of ``/validate-policy``."""
 
-    def __init__(self, limits: BodyLimits, metrics: Metrics) -> None:
+    def __init__(
+        self, limits: BodyLimits, metrics: Metrics, worker: ReviewWorker | None = None
+    ) -> None:
         self.limits = policy_body_limits(limits)
         self.metrics = metrics
-        self._judging = asyncio.Semaphore(1)
+        self.worker = worker
+        self.checks = PolicyChecks(self._compile)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
@@ -76,29 +94,36 @@ class PolicyRoute:
         await reply(scope, receive, send)
 
     async def _answer(self, request: Request) -> Judged | None:
-        if self._judging.locked():
-            return BUSY
         try:
             async with received_body(request, self.limits) as body:
-                return await self._judge(body)
+                review = decode(body)
         except BodyTooLarge:
             return Judged(
                 413, encode({"error": f"request body exceeds {self.limits.max_bytes} bytes"})
             )
         except BodyBudgetSpent:
-            return Judged(503, encode({"error": "too many large reviews at once; try again"}))
+            return BODIES_BUSY
+        except BodyStalled:
+            return Judged(408, encode({"error": "request body still arriving; cut off"}))
         except ClientDisconnect:
             return None
+        if isinstance(review, Judged):
+            return review
+        question = policy_question(review)
+        if isinstance(question, Decision):
+            return judged(review, question)
+        try:
+            verdict = await self.checks.verdict(source_address(request), question)
+        except ChecksBusy as busy:
+            return SOURCE_BUSY if busy.per_source else QUEUE_FULL
+        except WorkerFailed as lost:
+            return Judged(503, encode({"error": lost.message}), review.uid)
+        except Exception:
+            log.exception("policy check failed", extra={"uid": review.uid})
+            return failed(review)
+        return judged(review, verdict_decision(verdict))
 
-    async def _judge(self, body: bytearray) -> Judged:
-        if self._judging.locked():  # taken while this body was read
-            return BUSY
-        await self._judging.acquire()
-        judging = asyncio.ensure_future(asyncio.to_thread(judge_policy_body, body))
-        # Held until the thread is done, even if this request is cancelled first.
-        judging.add_done_callback(lambda _: self._judging.release())
-        return await asyncio.shield(judging)
-
-
-BUSY = Judged(503, encode({"error": "another policy is being judged; try again"}))
-"""The answer while a policy is judged: one at a time."""
+    async def _compile(self, question: PolicyQuestion) -> Verdict:
+        if self.worker is not None:
+            return await self.worker.check_policy(question)
+        return await asyncio.to_thread(policy_verdict, question)

@@ -3,7 +3,8 @@
 A review refused for want of room (413: too large; 503: no room for it now; 408: its
 body cut off while it still arrived) closes its connection, and a 503 says when to try
 again: kube-apiserver's client retries a 503 within the webhook's timeout only when
-told when to, so a review refused for a moment then gets through.
+told when to, so a review refused for a moment then gets through. A 429 (a source over
+its share of the policy route) says when too, and keeps its connection.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ def review_reply(judged: Judged) -> Response:
         headers = {"connection": "close"}
     elif judged.status == 503:
         headers = {"connection": "close", "retry-after": RETRY_AFTER_SECONDS}
+    elif judged.status == 429:
+        headers = {"retry-after": RETRY_AFTER_SECONDS}
     return Response(judged.reply, status_code=judged.status, media_type=JSON, headers=headers)
 
 

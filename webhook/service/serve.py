@@ -135,7 +135,7 @@ def serve(policy: Policy, settings: ServeSettings) -> None:
     )
     inventory = _live_inventory(policy, settings, engine, readiness, metrics)
     audit = _periodic_audit(settings, engine, inventory, metrics)
-    worker = ReviewWorker()
+    worker = ReviewWorker(on_restart=metrics.worker_restarted)
     app = _admission_app(engine, readiness, metrics, inventory, worker)
     server = _admission_server(app, settings, certificate.context, metrics)
     log.info(
