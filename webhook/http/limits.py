@@ -33,8 +33,9 @@ what the peer keeps sending is still decrypted, only to be dropped.
 On shutdown, connections waiting for a request are aborted at once, so that ``serve``
 stops in a moment instead of waiting out its grace period.
 
-TLS handshakes are not covered: they happen before the protocol sees the connection
-and keep the event loop's own timeout (60 s), at the cost of a socket and an SSL object.
+TLS handshakes happen before this protocol sees the connection: ``webhook.http.tls_gate``
+bounds them (``new_connections_per_second`` and ``new_connection_burst`` per source
+address, refused before the handshake; ``handshake_seconds``).
 """
 
 from __future__ import annotations
@@ -66,6 +67,13 @@ class EdgeLimits:
     max_connections: int = 512
     """About 45 KiB each over TLS: at most 23 MiB of idle connections."""
     linger_seconds: float = 1.0
+    handshake_seconds: float = 10.0
+    """A TLS handshake not done by then is closed (asyncio's own deadline is 60 s)."""
+    new_connections_per_second: float = 50.0
+    """New connections one source address may open a second, after its burst; past that
+    they are closed before their TLS handshake (``webhook.http.tls_gate``)."""
+    new_connection_burst: int = 200
+    """New connections one source address may open at once."""
 
 
 #: Why a connection was cut off: what ``on_cut`` is told.

@@ -1,8 +1,10 @@
 """Run the admission service over HTTPS with uvicorn, reloading certificate and policy.
 
-uvicorn is given the TLS context of a ``CertificateReloader`` rather than file names,
-and the reloader's watcher runs as a task on uvicorn's own event loop, so a renewed
-certificate reaches new connections without a restart (see ``webhook.service.certificate_reload``).
+The TLS context of a ``CertificateReloader`` serves every connection (through
+``webhook.http.tls_gate``, which bounds new connections per source before their
+handshake, rather than through uvicorn's ``ssl=``), and the reloader's watcher runs as a
+task on uvicorn's own event loop, so a renewed certificate reaches new connections
+without a restart (see ``webhook.service.certificate_reload``).
 A policy file is watched the same way by a ``PolicyReloader`` (``webhook.service.policy_reload``);
 the embedded default policy never changes, so nothing watches it.
 
@@ -38,7 +40,7 @@ import ssl
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import uvicorn
 from fastapi import FastAPI
@@ -55,6 +57,7 @@ from webhook.http.metrics_app import create_metrics_app
 from webhook.http.offload import ReviewWorker
 from webhook.http.readiness import Readiness
 from webhook.http.scaled_workloads import ScaledWorkloads
+from webhook.http.tls_gate import SOURCE_RATE, SourceRate, gated_tls
 from webhook.kube.claims import fetch_claim_object
 from webhook.kube.client import api_client
 from webhook.kube.inventory import InventoryWatcher
@@ -257,16 +260,20 @@ def _admission_app(
 def _admission_server(
     app: FastAPI, settings: ServeSettings, context: ssl.SSLContext, metrics: Metrics
 ) -> uvicorn.Server:
-    """The HTTPS server of ``app``: TLS from ``context``, the edge's limits on every
-    connection, each connection cut off counted in ``metrics``."""
-    metrics.expect_cuts(CUT_REASONS)
-    protocol = guarded_protocol(settings.limits, metrics.connection_cut)
+    """The HTTPS server of ``app``: TLS from ``context`` behind a bound on new connections
+    per source (``webhook.http.tls_gate``), the edge's limits on every connection, each
+    connection cut off or refused counted in ``metrics``."""
+    limits = settings.limits
+    metrics.expect_cuts((*CUT_REASONS, SOURCE_RATE))
+    protocol = guarded_protocol(limits, metrics.connection_cut)
+    rate = SourceRate(limits.new_connections_per_second, limits.new_connection_burst)
+    gate = gated_tls(protocol, context, rate, limits.handshake_seconds, metrics.connection_cut)
     config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
-        ssl_context_factory=_serving_context(context),
-        http=protocol,
+        # uvicorn is given no TLS: the gate does it, after its look at the source.
+        http=cast(Any, gate),
         timeout_keep_alive=settings.limits.idle_seconds,
         log_config=None,
         log_level=settings.log_level,
@@ -277,11 +284,11 @@ def _admission_server(
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )
     config.load()
-    if config.ssl is not context:
-        raise RuntimeError("uvicorn does not serve with the reloadable TLS context")
-    if not issubclass(config.http_protocol_class, HttpToolsProtocol):
+    if config.ssl is not None or config.http_protocol_class is not gate:
+        raise RuntimeError("uvicorn does not serve through the TLS gate")
+    if not issubclass(protocol, HttpToolsProtocol):
         raise RuntimeError("uvicorn does not serve with the guarded protocol")
-    return uvicorn.Server(config)
+    return _AdmissionServer(config)
 
 
 def _watchers(certificate: CertificateReloader, policy: Watcher | None) -> dict[str, Watcher]:
@@ -338,6 +345,20 @@ def _run(
             runner.run(_serve_and_watch(server, metrics_server, watchers))
     finally:
         companions.stop()
+
+
+class _AdmissionServer(uvicorn.Server):
+    """A uvicorn server that, stopped by a signal, returns rather than raise the signal
+    again once it has stopped (uvicorn's way to exit with the signal's status). Raised
+    again, SIGTERM ended the process before ``_run`` stopped what runs beside the server:
+    the review worker was left running without a parent, and multiprocessing's resource
+    tracker reported the worker's queues as "leaked semaphore objects"."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        with super().capture_signals():
+            yield
+            self._captured_signals.clear()  # stopped in order; exit 0
 
 
 class _FollowingServer(uvicorn.Server):
@@ -415,15 +436,6 @@ def _policy_serving(
         settings.policy_file, policy, interval=settings.reload_interval, metrics=metrics
     )
     return (lambda: reloader.engine), reloader.readiness, reloader.watch
-
-
-def _serving_context(
-    context: ssl.SSLContext,
-) -> Callable[[uvicorn.Config, Callable[[], ssl.SSLContext]], ssl.SSLContext]:
-    def factory(config: uvicorn.Config, default: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
-        return context
-
-    return factory
 
 
 async def _serve_and_watch(

@@ -1,0 +1,145 @@
+"""`webhook.http.tls_gate` on a real server over TLS: a source past its allowance of new
+connections is closed before the handshake, others are served, and a handshake that
+never comes is closed in time; on uvloop's loop (as served) and on asyncio's."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import uvicorn
+import uvloop
+
+from tests.http.live import KUBE_APISERVER, Live, exchange
+from webhook.http.limits import EdgeLimits, guarded_protocol
+from webhook.http.tls_gate import SOURCE_RATE, SourceRate, gated_tls
+from webhook.tls.files import write_key_pair
+from webhook.tls.pki import create_ca, issue_serving_certificate
+
+TENANT = "127.0.0.2"
+LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
+    "uvloop": uvloop.new_event_loop,
+    "asyncio": asyncio.new_event_loop,
+}
+
+
+@pytest.fixture(scope="module")
+def contexts(tmp_path_factory: pytest.TempPathFactory) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """The server's TLS context and a client's that trusts it."""
+    directory: Path = tmp_path_factory.mktemp("pki")
+    ca = create_ca("tls gate test CA")
+    ca_cert, _ = write_key_pair(directory, "ca", ca)
+    issued = issue_serving_certificate(
+        ca, "localhost", dns_names=["localhost"], ip_addresses=["127.0.0.1"]
+    )
+    cert, key = write_key_pair(directory, "tls", issued)
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(cert, key)
+    return server, ssl.create_default_context(cafile=str(ca_cert))
+
+
+async def hello(scope: dict[str, object], receive: object, send: object) -> None:
+    """Answers its scheme: https when TLS reached the app."""
+    if scope["type"] != "http":
+        return
+    body = str(scope["scheme"]).encode()
+    headers = [(b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})  # type: ignore[operator]
+    await send({"type": "http.response.body", "body": body})  # type: ignore[operator]
+
+
+@asynccontextmanager
+async def gated(
+    contexts: tuple[ssl.SSLContext, ssl.SSLContext], rate: SourceRate, refused: list[str]
+) -> AsyncIterator[Live]:
+    server_context, client_context = contexts
+    limits = EdgeLimits(handshake_seconds=0.5)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    gate = gated_tls(
+        guarded_protocol(limits), server_context, rate, limits.handshake_seconds, refused.append
+    )
+    config = uvicorn.Config(
+        hello, http=gate, lifespan="off", log_config=None, timeout_graceful_shutdown=1
+    )  # type: ignore[arg-type]
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve(sockets=[listener]))
+    while not server.started:
+        await asyncio.sleep(0.01)
+    try:
+        yield Live(listener.getsockname()[1], server, client_context)
+    finally:
+        server.should_exit = True
+        await task
+        listener.close()
+
+
+GET = b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_source_past_its_allowance_is_closed_before_the_handshake_and_others_are_served(
+    contexts: tuple[ssl.SSLContext, ssl.SSLContext], loop: str
+) -> None:
+    async def scenario() -> None:
+        refused: list[str] = []
+        async with gated(contexts, SourceRate(per_second=0.01, burst=3), refused) as server:
+            for _ in range(3):
+                assert await exchange(await server.connect(TENANT), GET) == (200, b"https")
+
+            with pytest.raises((ConnectionError, ssl.SSLError, asyncio.IncompleteReadError)):
+                await server.connect(TENANT)
+            assert await exchange(await server.connect(KUBE_APISERVER), GET) == (200, b"https")
+            assert refused == [SOURCE_RATE]
+
+    with asyncio.Runner(loop_factory=LOOPS[loop]) as runner:
+        runner.run(asyncio.wait_for(scenario(), 30))
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_connection_that_never_starts_its_handshake_is_closed_in_time(
+    contexts: tuple[ssl.SSLContext, ssl.SSLContext], loop: str
+) -> None:
+    async def scenario() -> None:
+        async with gated(contexts, SourceRate(per_second=10, burst=10), []) as server:
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+
+            assert await asyncio.wait_for(reader.read(), 5) == b""
+            writer.close()
+
+    with asyncio.Runner(loop_factory=LOOPS[loop]) as runner:
+        runner.run(asyncio.wait_for(scenario(), 30))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_source_gets_its_burst_at_once_then_its_rate() -> None:
+    clock = Clock()
+    rate = SourceRate(per_second=2, burst=3, clock=clock)
+
+    assert [rate.admit("a") for _ in range(4)] == [True, True, True, False]
+    assert rate.admit("b")
+    clock.now = 0.5
+    assert [rate.admit("a") for _ in range(2)] == [True, False]
+
+
+def test_sources_whose_bucket_is_full_again_are_forgotten_past_the_table_size() -> None:
+    clock = Clock()
+    rate = SourceRate(per_second=1, burst=2, max_sources=2, clock=clock)
+    rate.admit("a")
+    clock.now = 10.0
+    rate.admit("b")
+
+    assert rate.admit("c")
+    assert len(rate) == 2  # "a" forgotten: its bucket was full again
