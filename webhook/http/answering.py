@@ -130,7 +130,10 @@ class ReviewAnswerer:
         except Exception:
             log.exception("engine failed", extra={"uid": request.uid})
             return failed(request)
-        return judged(request, decision)
+        answered = judged(request, decision)
+        if answered.failure is not None:  # a reply over the cap
+            log.error("reply not sent", extra={"uid": request.uid, "reason": answered.failure})
+        return answered
 
     async def _scaled(
         self, webhook: str, engine: Engine, request: AdmissionRequest

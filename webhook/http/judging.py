@@ -32,6 +32,18 @@ claims the pods under review name."""
 
 INTERNAL_ERROR = "gpu-admission internal error; see its logs"
 
+MAX_REPLY_BYTES = 4 * 1024 * 1024
+"""The largest reply sent. The largest the engine makes is its patch of the largest object
+it judges (about 100,000 JSON values): a Pod of some 12,000 GPU containers, each given its
+GPU request, is a 2.6 MB body and a 1.6 MB reply (measured: the reply of a mutated Pod is
+0.59 of its body). Past twice that, something is wrong (a rule run away, a patch of a
+patch), and kube-apiserver should not have to read it: the review is answered
+``allowed: false``, code 500, saying so."""
+REPLY_TOO_LARGE = (
+    "gpu-admission's reply to this review would be {size:,} bytes, over its cap of "
+    "{cap:,}; see its logs"
+)
+
 
 def _mutate(
     engine: Engine,
@@ -95,10 +107,23 @@ def decode(body: bytes | bytearray) -> AdmissionRequest | Judged:
 
 
 def judged(request: AdmissionRequest, decision: Decision) -> Judged:
-    """The reply to the review of ``request`` carrying ``decision``."""
+    """The reply to the review of ``request`` carrying ``decision``; an error saying so
+    when that reply would be over ``MAX_REPLY_BYTES``."""
+    reply = encode(complete(request.uid, decision))
+    if len(reply) > MAX_REPLY_BYTES:
+        message = REPLY_TOO_LARGE.format(size=len(reply), cap=MAX_REPLY_BYTES)
+        return Judged(
+            200,
+            encode(errored(request.uid, 500, message)),
+            request.uid,
+            request.operation,
+            request.namespace,
+            request.name,
+            failure=message,
+        )
     return Judged(
         200,
-        encode(complete(request.uid, decision)),
+        reply,
         request.uid,
         request.operation,
         request.namespace,

@@ -1,0 +1,67 @@
+"""`webhook.http.judging`: a reply over the cap is an error review saying so, not a huge
+body for kube-apiserver to read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from fastapi.testclient import TestClient
+
+from tests.conftest import Review
+from webhook.engine import AdmissionRequest, Decision, Engine
+from webhook.http.app import create_app
+from webhook.http.judging import MAX_REPLY_BYTES, judged
+from webhook.http.review import read_request
+
+
+class PatchingEngine(Engine):
+    """An engine whose mutation writes a patch larger than any rule would."""
+
+    def mutate(self, request: AdmissionRequest, *context: Any, **named: Any) -> Decision:
+        value = "x" * 1024
+        patch = tuple(
+            {"op": "add", "path": f"/metadata/annotations/a{n}", "value": value}
+            for n in range(MAX_REPLY_BYTES // 1024)
+        )
+        return Decision(allowed=True, patch=patch)
+
+
+def request_of(review: Review) -> AdmissionRequest:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml"}}
+    return read_request(orjson.dumps(review(pod, uid="huge")))
+
+
+def test_a_reply_over_the_cap_becomes_an_error_review_saying_so(review: Review) -> None:
+    request = request_of(review)
+    patch = ({"op": "add", "path": "/metadata/annotations/a", "value": "x" * MAX_REPLY_BYTES},)
+
+    answered = judged(request, Decision(allowed=True, patch=patch))
+
+    response = orjson.loads(answered.reply)["response"]
+    assert len(answered.reply) < 1024
+    assert response["uid"] == "huge"
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 500
+    assert f"over its cap of {MAX_REPLY_BYTES:,}" in response["status"]["message"]
+    assert "patch" not in response
+
+
+def test_a_reply_within_the_cap_carries_its_patch(review: Review) -> None:
+    patch = ({"op": "add", "path": "/metadata/annotations/a", "value": "x" * 1000},)
+
+    response = orjson.loads(judged(request_of(review), Decision(True, patch=patch)).reply)
+
+    assert response["response"]["allowed"] is True
+    assert "patch" in response["response"]
+
+
+def test_the_route_sends_the_error_review_and_logs_why(policy: Any, review: Review) -> None:
+    client = TestClient(create_app(lambda: PatchingEngine(policy)))
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml"}}
+
+    reply = client.post("/mutate", content=orjson.dumps(review(pod, uid="route")))
+
+    assert reply.status_code == 200
+    assert len(reply.content) < 1024
+    assert reply.json()["response"]["status"]["code"] == 500
