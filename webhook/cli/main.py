@@ -147,6 +147,14 @@ def _add_serve_command(commands: Commands) -> None:
         help="cluster for the live inventory (default: the in-cluster service account)",
     )
     serve.add_argument("--context", metavar="NAME", help="kubeconfig context of the live inventory")
+    serve.add_argument(
+        "--new-connections-per-source",
+        type=_positive_rate,
+        default=50.0,
+        metavar="PER_SECOND",
+        help="new TLS connections one source address may open a second, after a burst of "
+        "four times as many; past that they are closed before their handshake (default: 50)",
+    )
     add_audit_interval_option(serve)
     serve.set_defaults(run=_serve)
 
@@ -227,6 +235,7 @@ COMMAND_GROUPS: tuple[CommandGroup, ...] = (
 
 def _serve(args: argparse.Namespace) -> int:
     from webhook.cli.audit_options import audit_interval
+    from webhook.http.limits import EdgeLimits
     from webhook.service.logs import configure_logging
     from webhook.service.serve import ServeSettings, serve
 
@@ -261,6 +270,10 @@ def _serve(args: argparse.Namespace) -> int:
         context=args.context,
         metrics_port=args.metrics_port,
         audit_interval=audit_interval(args, in_cluster()),
+        limits=EdgeLimits(
+            new_connections_per_second=args.new_connections_per_source,
+            new_connection_burst=max(1, round(4 * args.new_connections_per_source)),
+        ),
     )
     serve(policy, settings)
     return 0
@@ -281,6 +294,16 @@ def _port(text: str) -> int:
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"not a port number: {text}")
     return port
+
+
+def _positive_rate(text: str) -> float:
+    try:
+        rate = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not rate > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return rate
 
 
 def _positive_seconds(text: str) -> float:
