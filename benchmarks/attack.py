@@ -12,6 +12,19 @@ then, for `--seconds`, an attacker process keeps in flight at once:
 - `--idle` TLS connections that never send a byte;
 - `--stalled` uploads that declare a 6.5 MiB body, send all but its last byte, and wait.
 
+and, aimed at the policy route and at the per-source bounds:
+
+- `--policy-loops` connections from one address posting the same 250 KB policy to
+  `/validate-policy` as fast as they are answered, and as many from another address
+  posting a new 250 KB policy each time (each one compiled: 0.36 s);
+- `--flood` tasks from one address opening TLS connections as fast as they are accepted
+  and closing them at once.
+
+Attackers come from addresses of their own, as tenants' pods would: the connections of
+the first four kinds spread over `--sources` loopback addresses (127.1.x.y), the largest
+review, the policy loops and the flood each from one (127.2.0.1, 127.3.0.1 and
+127.3.0.2, 127.4.0.1). The probes come from 127.0.0.1, kube-apiserver's address here.
+
 Each attacking connection the server closes is replaced a second later (unless
 `--no-reconnect`): a persistent attacker, which makes the server pay a TLS handshake
 for every connection it cuts off. The attacker process runs at nice 10
@@ -19,9 +32,13 @@ for every connection it cuts off. The attacker process runs at nice 10
 share two cores.
 
 Meanwhile this process starts a `/healthz` probe and a small review 20 times a
-second, whether or not the previous ones were answered (a stalled server is not probed
-less), each on an idle keep-alive connection or a new one, and reports their
-p50/p99/max latency, apart for probes that needed a new connection, and by 10 s.
+second, and once a second an operator's policy apply (the default policy, a new text each
+time, so compiled each time) and a large review (a 213 KB Deployment of 1,000
+containers, judged in the worker), whether or not the previous ones were answered (a
+stalled server is not probed less), each on an idle keep-alive connection or a new one,
+and reports their p50/p99/max latency and statuses, apart for probes that needed a new
+connection, and by 10 s. At the end it reads the server's counts of connections cut off
+or refused, and of review workers replaced, from /metrics.
 
 Memory. The Deployment's limit is 256 MiB, applied by the container's cgroup. A
 cgroup is not ours to create here, and RLIMIT_AS would count reserved address space
@@ -51,6 +68,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,14 +77,20 @@ from benchmarks.attack_clients import (
     Connection,
     Endpoint,
     Tally,
+    flood,
     hold,
     idle,
+    post_repeatedly,
     slowloris,
     stalled_upload,
+    tenant_addresses,
 )
 from benchmarks.attack_payloads import (
+    deployment_review,
     largest_deployment_review,
     largest_judged_deployment_review,
+    policy_review,
+    policy_text,
     small_review,
 )
 from webhook.engine.request import MAX_VALUES
@@ -77,6 +101,13 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 LIMIT_MIB = 256
 LARGEST_BODY = 7 * 1024 * 1024
 STALLED_DECLARED = int(6.5 * 1024 * 1024)
+ATTACK_POLICY_BYTES = 250 * 1024
+LARGEST_SOURCE, SAME_POLICY_SOURCE, NEW_POLICY_SOURCE, FLOOD_SOURCE = (
+    "127.2.0.1",
+    "127.3.0.1",
+    "127.3.0.2",
+    "127.4.0.1",
+)
 
 
 # ------------------------------------------------------------------ the server
@@ -106,7 +137,9 @@ def make_pki(directory: Path) -> Pki:
     return Pki(ca_cert, cert, key)
 
 
-def start_server(repository: Path, pki: Pki, port: int, log: Path) -> subprocess.Popen[bytes]:
+def start_server(
+    repository: Path, pki: Pki, port: int, log: Path, metrics_port: int
+) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "webhook.cli", "serve", "--port", str(port)]
     command += ["--tls-cert", str(pki.cert), "--tls-key", str(pki.key)]
     help_text = subprocess.run(
@@ -117,7 +150,7 @@ def start_server(repository: Path, pki: Pki, port: int, log: Path) -> subprocess
         check=True,
     ).stdout
     if "--metrics-port" in help_text:
-        command += ["--metrics-port", str(free_port())]
+        command += ["--metrics-port", str(metrics_port)]
     env = {**os.environ, "XDG_CACHE_HOME": str(log.parent / "cache")}
     with log.open("wb") as out:
         return subprocess.Popen(command, cwd=repository, env=env, stdout=out, stderr=out)
@@ -210,11 +243,43 @@ async def review_large_repeatedly(
     connection.close()
 
 
+def shifted(bodies: Callable[[int], bytes], by: int) -> Callable[[int], bytes]:
+    return lambda n: bodies(n + by)
+
+
 async def attack(args: dict[str, Any], report: AttackReport) -> None:
     endpoint = Endpoint("127.0.0.1", args["port"], client_context(Path(args["ca"])))
+    sources = tenant_addresses(max(1, args["sources"]))
     stop = asyncio.Event()
     reviewed = largest(args["largest"])
-    tasks = [asyncio.create_task(review_large_repeatedly(endpoint, reviewed, stop, report))]
+    tasks = [
+        asyncio.create_task(
+            review_large_repeatedly(endpoint.sourced(LARGEST_SOURCE), reviewed, stop, report)
+        )
+    ]
+    same = policy_review(policy_text(ATTACK_POLICY_BYTES))
+    loops = [
+        ("policy loop, same policy", SAME_POLICY_SOURCE, lambda n: same),
+        (
+            "policy loop, new policies",
+            NEW_POLICY_SOURCE,
+            lambda n: policy_review(policy_text(ATTACK_POLICY_BYTES, variant=n + 1)),
+        ),
+    ]
+    for name, source, bodies in loops:
+        tally = report.tallies.setdefault(name, Tally())
+        for index in range(args["policy_loops"]):
+            sent = post_repeatedly(
+                endpoint.sourced(source),
+                tally,
+                stop,
+                "/validate-policy?timeout=3s",
+                shifted(bodies, index * 1_000_000),  # each connection its own policies
+            )
+            tasks.append(asyncio.create_task(sent))
+    flooded = report.tallies.setdefault("flood", Tally())
+    for _ in range(args["flood"]):
+        tasks.append(asyncio.create_task(flood(endpoint.sourced(FLOOD_SOURCE), flooded, stop)))
     ramp = args["ramp"]
     kinds = [
         ("slowloris", args["slowloris"], lambda t: slowloris(t)),
@@ -229,7 +294,8 @@ async def attack(args: dict[str, Any], report: AttackReport) -> None:
         tally = report.tallies.setdefault(name, Tally())
         for index in range(count):
             delay = ramp * index / max(count, 1)
-            held = hold(endpoint, tally, stop, delay, behaviour(tally), args["reconnect"])
+            sourced = endpoint.sourced(sources[index % len(sources)])
+            held = hold(sourced, tally, stop, delay, behaviour(tally), args["reconnect"])
             tasks.append(asyncio.create_task(held))
     await asyncio.sleep(args["seconds"])
     stop.set()
@@ -263,16 +329,26 @@ async def probe(port: int, ca: Path, seconds: float, interval: float) -> dict[st
     keep-alive connection of its kind or on a new one."""
     endpoint = Endpoint("127.0.0.1", port, client_context(ca))
     small = small_review()
-    requests = {
-        "/healthz": ("GET", "/healthz", None),
-        "small review": ("POST", "/mutate?timeout=10s", small),
+    large = deployment_review(1000)
+    applies = iter(range(10**9))
+    requests: dict[str, tuple[str, str, Any, int]] = {
+        "/healthz": ("GET", "/healthz", lambda: None, 1),
+        "small review": ("POST", "/mutate?timeout=10s", lambda: small, 1),
+        "policy apply": (
+            "POST",
+            "/validate-policy?timeout=3s",
+            lambda: policy_review(policy_text(0, variant=-next(applies) - 1)),
+            20,
+        ),
+        "large review": ("POST", "/validate?timeout=10s", lambda: large, 20),
     }
     pools: dict[str, list[Connection]] = {name: [] for name in requests}
     seen: dict[str, list[Probe]] = {name: [] for name in requests}
     began = time.monotonic()
 
     async def one(name: str) -> None:
-        method, path, body = requests[name]
+        method, path, bodies, _ = requests[name]
+        body = bodies()
         connection = pools[name].pop() if pools[name] else Connection(endpoint)
         handshakes = connection.handshakes
         started = time.monotonic()
@@ -287,14 +363,34 @@ async def probe(port: int, ca: Path, seconds: float, interval: float) -> dict[st
         seen[name].append(Probe(started - began, took, status, connection.handshakes > handshakes))
 
     tasks = []
+    tick = 0
     while time.monotonic() < began + seconds:
-        tasks += [asyncio.create_task(one(name)) for name in requests]
+        tasks += [
+            asyncio.create_task(one(name))
+            for name, (_, _, _, every) in requests.items()
+            if tick % every == 0
+        ]
+        tick += 1
         await asyncio.sleep(interval)
     await asyncio.gather(*tasks)
     for pool in pools.values():
         for connection in pool:
             connection.close()
     return seen
+
+
+def server_counts(metrics_port: int) -> list[str]:
+    """The server's own counts of connections cut off or refused and of review workers
+    replaced, from its /metrics."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
+            text = r.read().decode()
+    except OSError as error:
+        return [f"/metrics unread: {error}"]
+    wanted = ("gpu_admission_connections_cut_total", "gpu_admission_review_worker_restarts_total")
+    return [line for line in text.splitlines() if line.startswith(wanted)]
 
 
 def stop_server(server: subprocess.Popen[bytes]) -> float:
@@ -355,6 +451,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--idle", type=int, default=2000)
     parser.add_argument("--stalled", type=int, default=100)
     parser.add_argument("--ramp", type=float, default=10.0, help="seconds to open them all")
+    parser.add_argument(
+        "--sources", type=int, default=100, help="addresses the held connections come from"
+    )
+    parser.add_argument(
+        "--policy-loops", type=int, default=4, help="connections of each policy loop"
+    )
+    parser.add_argument(
+        "--flood", type=int, default=8, help="tasks opening connections from one address"
+    )
     parser.add_argument("--settle", type=float, default=10.0)
     parser.add_argument("--probe-interval", type=float, default=0.05)
     parser.add_argument("--repository", type=Path, default=REPOSITORY)
@@ -382,8 +487,9 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="gpu-admission-attack-") as directory:
         pki = make_pki(Path(directory))
         port = free_port()
+        metrics_port = free_port()
         log = Path(directory) / "server.log"
-        server = start_server(args.repository.resolve(), pki, port, log)
+        server = start_server(args.repository.resolve(), pki, port, log, metrics_port)
         try:
             asyncio.run(wait_until_healthy(port, pki.ca, server))
             first = asyncio.run(warm_up(port, pki.ca, largest(args.largest)))
@@ -404,6 +510,9 @@ def main(argv: list[str] | None = None) -> None:
                 "nice": args.attacker_nice,
                 "largest": args.largest,
                 "reconnect": args.reconnect,
+                "sources": args.sources,
+                "policy_loops": args.policy_loops,
+                "flood": args.flood,
             }
             attacker = multiprocessing.get_context("spawn").Process(
                 target=attacker_process, args=(attacker_args, results)
@@ -417,6 +526,7 @@ def main(argv: list[str] | None = None) -> None:
             sampler.join()
             after = memory_mib(server.pid)
             after_main = memory_mib(server.pid, tree=False)[1]
+            counted = server_counts(metrics_port)
         finally:
             shutdown = stop_server(server)
         server_log = log.read_text("utf-8", errors="replace")
@@ -426,8 +536,9 @@ def main(argv: list[str] | None = None) -> None:
         f"attack: {args.seconds:.0f} s; the largest review ({args.largest}: "
         f"{len(largest(args.largest)):,} bytes) "
         f"repeatedly, {args.slowloris} slowloris, {args.idle} idle TLS, "
-        f"{args.stalled} stalled 6.5 MiB uploads; "
+        f"{args.stalled} stalled 6.5 MiB uploads (from {args.sources} addresses); "
         + ("each replaced 1 s after the server closed it" if args.reconnect else "none replaced")
+        + f"; {args.policy_loops} + {args.policy_loops} policy loops, {args.flood} flooding"
     )
     print(f"first largest review (warm-up): {first:.2f} s")
     for name, probes in seen.items():
@@ -461,11 +572,14 @@ def main(argv: list[str] | None = None) -> None:
         f"PSS of the server process alone: start {start_main:.0f} MiB, peak "
         f"{sampler.peak_main:.0f} MiB, after {after_main:.0f} MiB"
     )
+    for line in counted:
+        print(f"  {line}")
     errors = [line for line in server_log.splitlines() if '"level":"error"' in line]
     tracebacks = server_log.count("Traceback")
+    leaks = server_log.count("leaked")
     print(
-        f"shutdown on SIGTERM: {shutdown:.1f} s; server log: {len(errors)} error lines, "
-        f"{tracebacks} tracebacks"
+        f"shutdown on SIGTERM: {shutdown:.1f} s (exit {server.returncode}); server log: "
+        f"{len(errors)} error lines, {tracebacks} tracebacks, {leaks} 'leaked' warnings"
     )
     for line in errors[:3]:
         print(f"  {line[:200]}")

@@ -22,14 +22,30 @@ persistent attacker, not a handshake flood (that is a CPU attack of its own)."""
 
 @dataclass
 class Endpoint:
+    """The server, as reached from ``source`` (a loopback address of its own stands for a
+    pod's address, or for kube-apiserver's: 127.0.0.1)."""
+
     host: str
     port: int
     context: ssl.SSLContext
+    source: str | None = None
 
     async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         return await asyncio.open_connection(
-            self.host, self.port, ssl=self.context, server_hostname="localhost"
+            self.host,
+            self.port,
+            ssl=self.context,
+            server_hostname="localhost",
+            local_addr=None if self.source is None else (self.source, 0),
         )
+
+    def sourced(self, source: str) -> Endpoint:
+        return Endpoint(self.host, self.port, self.context, source)
+
+
+def tenant_addresses(count: int, block: int = 1) -> list[str]:
+    """`count` loopback addresses standing for tenants' pods: 127.<block>.x.y."""
+    return [f"127.{block}.{n // 250}.{n % 250 + 1}" for n in range(count)]
 
 
 def request_head(method: str, path: str, length: int | None = None) -> bytes:
@@ -206,3 +222,43 @@ def stalled_upload(tally: Tally, declared: int, sent: int) -> Callable[..., obje
             tally.status(int(reply[9:12]))
 
     return behave
+
+
+async def flood(endpoint: Endpoint, tally: Tally, stop: asyncio.Event) -> None:
+    """Open TLS connections from one address as fast as they are accepted, each closed at
+    once: a client that makes the server pay a handshake per connection."""
+    while not stop.is_set():
+        try:
+            _, writer = await asyncio.wait_for(endpoint.connect(), 10)
+        except (TimeoutError, OSError, ssl.SSLError, asyncio.IncompleteReadError):
+            tally.refused += 1
+            await asyncio.sleep(0)
+            continue
+        tally.opened += 1
+        writer.transport.abort()
+
+
+async def post_repeatedly(
+    endpoint: Endpoint,
+    tally: Tally,
+    stop: asyncio.Event,
+    path: str,
+    bodies: Callable[[int], bytes],
+) -> None:
+    """POST ``bodies(n)`` for n = 0, 1, ... on one kept-alive connection, each as soon as
+    the previous one is answered (a second after a refusal)."""
+    connection = Connection(endpoint)
+    sent = 0
+    while not stop.is_set():
+        try:
+            status = await connection.exchange("POST", path, bodies(sent))
+        except (OSError, asyncio.IncompleteReadError, ssl.SSLError):
+            tally.refused += 1
+            await asyncio.sleep(RECONNECT_SECONDS)
+            continue
+        sent += 1
+        tally.opened = connection.handshakes
+        tally.status(status)
+        if status >= 400:
+            await asyncio.sleep(RECONNECT_SECONDS)
+    connection.close()

@@ -121,3 +121,29 @@ def small_review() -> bytes:
         },
     }
     return orjson.dumps(_review(pod, "Pod", "", "pods"))
+
+
+def policy_text(size: int, variant: int = 0) -> str:
+    """The default policy grown to about `size` bytes with comment lines (read by the YAML
+    parser like any other line), `variant` making each text its own."""
+    from webhook.policy.load import default_policy_text
+
+    text = default_policy_text() + f"# variant {variant}\n"
+    line = "# " + "padding " * 8 + "\n"
+    return text + line * max(0, (size - len(text)) // len(line))
+
+
+def policy_review(text: str) -> bytes:
+    """An UPDATE of the policy ConfigMap to `text`, as `kubectl apply` sends it."""
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "gpu-admission-policy", "namespace": "gpu-admission"},
+        "data": {"policy.yaml": text},
+    }
+    review = _review(configmap, "ConfigMap", "", "configmaps")
+    review["request"]["namespace"] = "gpu-admission"
+    review["request"]["name"] = "gpu-admission-policy"
+    review["request"]["operation"] = "CREATE"
+    review["request"]["dryRun"] = False
+    return orjson.dumps(review)
