@@ -220,6 +220,36 @@ def test_oversize_and_mig_decisions_follow_the_live_nodes(
     )
 
 
+def test_a_pod_too_large_for_the_event_loop_is_judged_in_the_worker_with_the_live_nodes(
+    controlplane: ControlPlane,
+    live: WebhookServer,
+    lab_priority: None,
+    lab_nodes: list[str],
+    opted_in: str,
+) -> None:
+    """A review over 32 KiB is judged in the review worker's process, which gets the live
+    inventory's snapshot with it."""
+    register_node(controlplane, lab_node("lab-large-0", gpu=4))
+    lab_nodes.append("lab-large-0")
+    large = yaml.safe_load(lab_pod("nvidia.com/gpu", 8))
+    large["spec"]["containers"][0]["env"] = [{"name": "NOTES", "value": "x" * 48 * 1024}]
+
+    def refused_by_the_live_node() -> bool:
+        result = controlplane.apply(
+            yaml.safe_dump(large), namespace=opted_in, dry_run="server", check=False
+        )
+        return result.returncode != 0 and "has 4 allocatable now (node lab-large-0)" in (
+            result.stderr
+        )
+
+    wait_for(
+        refused_by_the_live_node,
+        FOLLOW_TIMEOUT,
+        "8 GPUs refused by the live node",
+        describe_last=live.log,
+    )
+
+
 def test_a_missing_priority_class_is_refused_clearly_and_its_real_value_used_once_created(
     controlplane: ControlPlane, live: WebhookServer, opted_in: str
 ) -> None:

@@ -19,7 +19,6 @@ import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any
 
 from kubernetes import client
@@ -90,11 +89,14 @@ _DeviceClassMap = Mapping[str, DeviceClassFacts]
 
 
 def _priority_class_map(store: dict[str, PriorityClassFacts]) -> _PriorityClassMap:
-    return MappingProxyType(dict(store))
+    """A copy of its own for each snapshot, as a plain dict: a snapshot crosses to the
+    review worker's process with each large review, and a read-only proxy does not
+    pickle."""
+    return dict(store)
 
 
 def _device_class_map(store: dict[str, DeviceClassFacts]) -> _DeviceClassMap:
-    return MappingProxyType(dict(store))
+    return dict(store)
 
 
 # -- the watcher ---------------------------------------------------------------
