@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from fastapi.testclient import TestClient
 from tests.builders import container, pod
 from tests.conftest import Review
 from webhook.engine import AdmissionRequest, Decision, Engine
+from webhook.engine.inventory import Inventory
 from webhook.http.app import INLINE_BODY_BYTES, create_app
 from webhook.http.metrics import Metrics
 from webhook.http.offload import ReviewWorker
@@ -86,6 +88,24 @@ def test_a_large_body_that_is_not_a_review_gets_400_from_the_worker(
 
     assert reply.status_code == 400
     assert reply.json() == {"error": "body is not a JSON object"}
+
+
+def test_what_cannot_be_handed_to_the_worker_is_answered_500_with_the_uid_and_logged(
+    engine: Engine, worker: ReviewWorker, review: Review, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An inventory that does not pickle (as the live inventory's once did) costs the
+    review an internal error kube-apiserver reads, not the ASGI server's bare 500."""
+    unpicklable = Inventory(nodes=(), priority_classes=types.MappingProxyType({}))
+    client = TestClient(create_app(lambda: engine, worker=worker, inventory=lambda: unpicklable))
+
+    response = response_of(client.post("/validate", content=large(review, uid="no-pickle")))
+
+    assert (response["uid"], response["allowed"], response["status"]["code"]) == (
+        "no-pickle",
+        False,
+        500,
+    )
+    assert "the review could not be judged in the worker" in caplog.text
 
 
 def test_an_engine_failing_in_the_worker_is_answered_500_with_the_uid_and_logged(

@@ -38,8 +38,17 @@ from webhook.http.body import (
     received_body,
 )
 from webhook.http.claim_reader import ClaimReader
-from webhook.http.judging import JUDGES, Judged, decode, encode, failed, judged
+from webhook.http.judging import (
+    INTERNAL_ERROR,
+    JUDGES,
+    Judged,
+    decode,
+    encode,
+    failed,
+    judged,
+)
 from webhook.http.offload import ReviewWorker
+from webhook.http.review import errored, request_uid
 from webhook.http.scaled_workloads import ScaledWorkload, ScaledWorkloadReader
 
 log = logging.getLogger("gpu_admission.http")
@@ -104,6 +113,19 @@ class ReviewAnswerer:
         return await self._judge_here(webhook, body)
 
     async def _judge_in_worker(
+        self, worker: ReviewWorker, webhook: str, engine: Engine, body: bytearray
+    ) -> Judged:
+        """The review judged in the worker; a failure to hand it over (what the worker is
+        sent does not pickle, say) is answered as an engine failure is, with the review's
+        uid, never left to the ASGI server's bare 500."""
+        try:
+            return await self._handed_to_worker(worker, webhook, engine, body)
+        except Exception:
+            uid = request_uid(body)
+            log.exception("the review could not be judged in the worker", extra={"uid": uid})
+            return Judged(200, encode(errored(uid or "", 500, INTERNAL_ERROR)), uid)
+
+    async def _handed_to_worker(
         self, worker: ReviewWorker, webhook: str, engine: Engine, body: bytearray
     ) -> Judged:
         inventory = self.cluster()
