@@ -41,8 +41,8 @@ fuzz: $(STAMP)  ## 100,000 hostile reviews against the engine and the HTTP edge,
 bench: $(STAMP)  ## engine throughput and latency (see BENCHMARKS.md)
 	$(BIN)/python -m benchmarks.engine
 
-attack: $(STAMP)  ## one replica under slow, idle, stalled and huge clients: latency of others, memory (see BENCHMARKS.md)
-	$(BIN)/python -m benchmarks.attack
+attack: $(STAMP)  ## one replica under slow, idle, stalled and huge clients, policy loops and floods, its audit running over tenant-sized objects: latency of others, memory (see BENCHMARKS.md)
+	$(BIN)/python -m benchmarks.attack --audit 100
 
 soak: $(STAMP)  ## one replica under 1,000,000 mixed reviews: memory, descriptors and threads after warm-up against the end; fails past 10% growth (see benchmarks/soak.py)
 	$(BIN)/python -m benchmarks.soak

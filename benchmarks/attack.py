@@ -40,16 +40,22 @@ and reports their p50/p99/max latency and statuses, apart for probes that needed
 connection, and by 10 s. At the end it reads the server's counts of connections cut off
 or refused, and of review workers replaced, from /metrics.
 
-Memory. The Deployment's limit is 256 MiB, applied by the container's cgroup. A
+Memory. The Deployment's limit is 384 MiB, applied by the container's cgroup. A
 cgroup is not ours to create here, and RLIMIT_AS would count reserved address space
 (thread stacks, arenas, mmap'd files), not memory, so Python fails long before it uses
-256 MiB. Instead the memory of the server and of its child processes (the review
+the limit. Instead the memory of the server and of its child processes (the review
 worker and multiprocessing's resource tracker) is read from /proc/PID/smaps_rollup ten
 times a second: summed RSS counts the pages they share (the interpreter, libraries)
 once per process, summed PSS splits them among the sharers, which is what a cgroup
-would charge for them. PSS is the figure to hold against 256 MiB; RSS is shown as an
+would charge for them. PSS is the figure to hold against the limit; RSS is shown as an
 upper bound. Both are reported at start (after one largest review), at their peak and
 `--settle` seconds after the last attacking connection closed.
+
+`--audit N` runs the replica's periodic audit meanwhile, as a replica in a cluster runs
+it: a control plane of etcd and kube-apiserver (``benchmarks.apiserver_cluster``) holds
+an opted-in namespace of N ReplicaSets of zero replicas with a 1.2 MB environment value
+each (``benchmarks.audit_memory``), and the replica serves with `--kubeconfig` (its live
+inventory too) and `--audit-interval 10`; how many audits ran is read from its log.
 
 `--repository DIR` runs the server from another checkout (for figures of older code).
 """
@@ -58,6 +64,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -68,7 +75,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,7 +105,7 @@ from webhook.tls.files import write_key_pair
 from webhook.tls.pki import create_ca, issue_serving_certificate
 
 REPOSITORY = Path(__file__).resolve().parents[1]
-LIMIT_MIB = 256
+LIMIT_MIB = 384
 LARGEST_BODY = 7 * 1024 * 1024
 STALLED_DECLARED = int(6.5 * 1024 * 1024)
 ATTACK_POLICY_BYTES = 250 * 1024
@@ -138,10 +145,15 @@ def make_pki(directory: Path) -> Pki:
 
 
 def start_server(
-    repository: Path, pki: Pki, port: int, log: Path, metrics_port: int
+    repository: Path,
+    pki: Pki,
+    port: int,
+    log: Path,
+    metrics_port: int,
+    extra: tuple[str, ...] = (),
 ) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "webhook.cli", "serve", "--port", str(port)]
-    command += ["--tls-cert", str(pki.cert), "--tls-key", str(pki.key)]
+    command += ["--tls-cert", str(pki.cert), "--tls-key", str(pki.key), *extra]
     help_text = subprocess.run(
         [sys.executable, "-m", "webhook.cli", "serve", "--help"],
         cwd=repository,
@@ -444,6 +456,35 @@ def milliseconds(samples: list[float]) -> str:
     )
 
 
+AUDIT_INTERVAL = 10
+
+
+@contextlib.contextmanager
+def audited_cluster(replica_sets: int, directory: Path) -> Iterator[tuple[str, ...]]:
+    """With `replica_sets`, a control plane holding that many tenant-sized ReplicaSets in
+    an opted-in namespace, and the flags that make the replica audit it; nothing without."""
+    if not replica_sets:
+        yield ()
+        return
+    # Imported here: benchmarks.audit_memory imports this module for its measurements.
+    from benchmarks.apiserver_cluster import apiserver_only
+    from benchmarks.audit_memory import NAMESPACE, OPT_IN, fill
+    from tests.e2e.build_controlplane import ensure_binaries
+    from webhook.kube.client import api_client
+
+    cluster = apiserver_only(ensure_binaries(), directory / "cluster")
+    cluster.start()
+    try:
+        cluster.kubectl("create", "namespace", NAMESPACE)
+        cluster.kubectl("label", "namespace", NAMESPACE, *(f"{k}={v}" for k, v in OPT_IN.items()))
+        api = api_client(cluster.kubeconfig)
+        fill(api, replica_sets, 1_200_000)
+        api.close()
+        yield ("--kubeconfig", str(cluster.kubeconfig), "--audit-interval", str(AUDIT_INTERVAL))
+    finally:
+        cluster.stop()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0)
@@ -459,6 +500,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--flood", type=int, default=8, help="tasks opening connections from one address"
+    )
+    parser.add_argument(
+        "--audit",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run the replica's audit every 10 s over N tenant-sized ReplicaSets meanwhile",
     )
     parser.add_argument("--settle", type=float, default=10.0)
     parser.add_argument("--probe-interval", type=float, default=0.05)
@@ -484,12 +532,15 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
 
-    with tempfile.TemporaryDirectory(prefix="gpu-admission-attack-") as directory:
+    with (
+        tempfile.TemporaryDirectory(prefix="gpu-admission-attack-") as directory,
+        audited_cluster(args.audit, Path(directory)) as audit_flags,
+    ):
         pki = make_pki(Path(directory))
         port = free_port()
         metrics_port = free_port()
         log = Path(directory) / "server.log"
-        server = start_server(args.repository.resolve(), pki, port, log, metrics_port)
+        server = start_server(args.repository.resolve(), pki, port, log, metrics_port, audit_flags)
         try:
             asyncio.run(wait_until_healthy(port, pki.ca, server))
             first = asyncio.run(warm_up(port, pki.ca, largest(args.largest)))
@@ -540,6 +591,12 @@ def main(argv: list[str] | None = None) -> None:
         + ("each replaced 1 s after the server closed it" if args.reconnect else "none replaced")
         + f"; {args.policy_loops} + {args.policy_loops} policy loops, {args.flood} flooding"
     )
+    if args.audit:
+        runs = server_log.count('"audit done"')
+        print(
+            f"audit: every {AUDIT_INTERVAL} s over {args.audit} ReplicaSets of 1.2 MB; "
+            f"{runs} runs done"
+        )
     print(f"first largest review (warm-up): {first:.2f} s")
     for name, probes in seen.items():
         statuses: dict[int, int] = {}

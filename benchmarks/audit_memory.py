@@ -20,7 +20,8 @@ process and its children, from /proc/PID/smaps_rollup ten times a second, as
 - peak: the largest sample from the audit's start to its ``audit done`` log line;
 - after: five seconds after the audit ended.
 
-against the Deployment's 256 MiB limit. The replica is stopped before the next count.
+against the Deployment's limit (384 MiB; 256 MiB when the finding was made). The
+replica is stopped before the next count.
 Then the same audit is run once by the command (``python -m webhook.cli audit
 --kubeconfig ... --quiet``, text output), and its peak PSS and RSS reported the same way.
 ``--repository DIR`` runs the replica and the command from another tree of the project (a ``git
@@ -53,7 +54,7 @@ from benchmarks.attack import (
 from tests.e2e.build_controlplane import ensure_binaries
 from webhook.kube.client import api_client
 
-LIMIT_MIB = 256
+LIMIT_MIB = 384
 NAMESPACE = "tenant-sized"
 OPT_IN = {"gpu-admission.io/enabled": "true"}
 AUDIT_DONE = b'"audit done"'
