@@ -123,6 +123,8 @@ def normalized(chart: Objects, kustomized: Objects) -> tuple[dict[Any, Any], dic
             del obj["spec"]["template"]["metadata"]["annotations"]["checksum/policy"]
             if not obj["spec"]["template"]["metadata"]["annotations"]:
                 del obj["spec"]["template"]["metadata"]["annotations"]
+    # 6. The chart's quota for its replicas' priority class (values: priorityClassQuota).
+    chart = [o for o in chart if o["kind"] != "ResourceQuota"]
     for obj in kustomized:
         if obj["kind"] == "ConfigMap" and obj["metadata"]["name"].startswith(
             "gpu-admission-policy-"

@@ -161,3 +161,62 @@ that has its CA injector fill in every caBundle. */}}
 {{- define "gpu-admission.policy" -}}
 {{- .Values.policy | default (.Files.Get "files/policy.yaml") -}}
 {{- end -}}
+
+{{/*
+Labels or annotations from a value, as YAML (empty when there are none), refusing a
+key the chart sets itself: (list "VALUE" (the value) (the chart's keys) "WHY").
+*/}}
+{{- define "gpu-admission.extraMetadata" -}}
+{{- $value := index . 0 -}}
+{{- $extra := index . 1 | default dict -}}
+{{- range $key, $_ := $extra -}}
+{{- if has $key (index $ 2) -}}
+{{- fail (printf "%s: %s %s" $value $key (index $ 3)) -}}
+{{- end -}}
+{{- end -}}
+{{- with $extra }}{{ toYaml . }}{{ end -}}
+{{- end -}}
+
+{{/* podLabels, never one the replicas are selected by (or the ReplicaSet's hash). */}}
+{{- define "gpu-admission.podLabels" -}}
+{{- $selector := include "gpu-admission.selectorLabels" . | fromYaml | keys -}}
+{{- $why := "is a label the chart sets and selects the replicas by (Deployment, Services, PodDisruptionBudget, NetworkPolicy, topology spread): it cannot be a podLabel" -}}
+{{- include "gpu-admission.extraMetadata" (list "podLabels" .Values.podLabels (append $selector "pod-template-hash") $why) -}}
+{{- end -}}
+
+{{/* podAnnotations, never the checksum that rolls the replicas on a policy change. */}}
+{{- define "gpu-admission.podAnnotations" -}}
+{{- $why := "is the annotation that rolls the replicas when the policy changes: it cannot be a podAnnotation" -}}
+{{- include "gpu-admission.extraMetadata" (list "podAnnotations" .Values.podAnnotations (list "checksum/policy") $why) -}}
+{{- end -}}
+
+{{/* An object's labels and more from a value (monitoring.*.labels): (list . "VALUE" (the value)). */}}
+{{- define "gpu-admission.labelsWith" -}}
+{{- $root := index . 0 -}}
+{{- $labels := include "gpu-admission.labels" $root -}}
+{{- $why := "is a label the chart sets on every object: it cannot be overridden" -}}
+{{- $labels -}}
+{{- with include "gpu-admission.extraMetadata" (list (index . 1) (index . 2) ($labels | fromYaml | keys) $why) }}
+{{ . }}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The replicas' topologySpreadConstraints as YAML: each entry of the value, with the
+replicas' selector labels as its labelSelector and pod-template-hash as its
+matchLabelKeys where it sets none.
+*/}}
+{{- define "gpu-admission.topologySpreadConstraints" -}}
+{{- $constraints := list -}}
+{{- range .Values.topologySpreadConstraints -}}
+{{- $constraint := deepCopy . -}}
+{{- if not (hasKey $constraint "labelSelector") -}}
+{{- $_ := set $constraint "labelSelector" (dict "matchLabels" (include "gpu-admission.selectorLabels" $ | fromYaml)) -}}
+{{- end -}}
+{{- if not (hasKey $constraint "matchLabelKeys") -}}
+{{- $_ := set $constraint "matchLabelKeys" (list "pod-template-hash") -}}
+{{- end -}}
+{{- $constraints = append $constraints $constraint -}}
+{{- end -}}
+{{- with $constraints }}{{ toYaml . }}{{ end -}}
+{{- end -}}
