@@ -32,13 +32,18 @@ only what it saw. The series:
 - ``gpu_admission_inventory_sync_age_seconds{kind}``: seconds since that cache was last
   known current (a list, a watch event or bookmark, or a watch that ended normally);
   +Inf before its first sync.
+- ``gpu_admission_webhook_configuration_mismatch{webhook}``: 1 for each webhook whose
+  installed configuration does not send what the policy serving now needs (rules,
+  namespace opt-in, objectSelector, matchConditions; ``webhook.install.scope``), 0 for
+  each that does; as of the last comparison (with a Kubernetes client only, see
+  ``webhook.service.webhook_scope``).
 """
 
 from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -124,10 +129,17 @@ class Metrics:
         )
         for reason in ("deadline", "died"):
             self.worker_restarts.labels(reason=reason)
+        self.webhook_configuration_mismatch = Gauge(
+            "gpu_admission_webhook_configuration_mismatch",
+            "1 while the installed webhook does not send what the policy needs, else 0.",
+            ["webhook"],
+            registry=self.registry,
+        )
         self.policy_valid.set(1)
         self.policy_last_reload.set(time.time())
         self._counted: dict[tuple[str, str, str, str], Counter] = {}
         self._timed: dict[str, Histogram] = {}
+        self._compared_webhooks: set[str] = set()
 
     def review(
         self,
@@ -185,6 +197,17 @@ class Metrics:
         """A changed policy file did not compile; the last good policy keeps serving."""
         self.policy_reloads.labels(result="failure").inc()
         self.policy_valid.set(0)
+
+    def webhook_configurations_compared(
+        self, compared: Iterable[str], differing: Collection[str]
+    ) -> None:
+        """The webhooks ``compared`` with what the policy needs; those ``differing`` are 1,
+        the others 0 (a webhook compared before and no longer there included)."""
+        for webhook in self._compared_webhooks.union(compared, differing):
+            self.webhook_configuration_mismatch.labels(webhook=webhook).set(
+                1 if webhook in differing else 0
+            )
+        self._compared_webhooks.update(compared, differing)
 
     def watch_certificate(self, state: CertificateState) -> None:
         """Report the expiry of whichever certificate ``state`` holds when scraped (an app

@@ -10,7 +10,9 @@ the embedded default policy never changes, so nothing watches it.
 
 With the live inventory on, an ``InventoryWatcher`` (``webhook.kube.inventory``) keeps
 Nodes and PriorityClasses in threads of its own; each review is handed its latest
-snapshot, ``/readyz`` and ``/metrics`` say how current it is.
+snapshot, ``/readyz`` and ``/metrics`` say how current it is. With a client of the
+cluster (the inventory's or the audit's), a ``WebhookScope`` (``webhook.service.webhook_scope``)
+compares the installed webhook configurations with the policy serving now.
 
 The edge is bounded: every connection gets the timeouts and caps of
 ``webhook.http.limits`` (uvicorn's protocol with what it lacks), bodies are read within a
@@ -58,10 +60,12 @@ from webhook.http.offload import ReviewWorker
 from webhook.http.readiness import Readiness
 from webhook.http.scaled_workloads import ScaledWorkloads
 from webhook.http.tls_gate import SOURCE_RATE, SourceRate, gated_tls
+from webhook.install.names import WEBHOOK_CONFIGURATION
 from webhook.kube.claims import fetch_claim_object
 from webhook.kube.client import api_client
 from webhook.kube.inventory import InventoryWatcher
 from webhook.kube.targets import fetch_scale_target
+from webhook.kube.webhook_configurations import read_webhook_configurations
 from webhook.policy import Policy
 from webhook.service.audit_schedule import AuditMetrics, PeriodicAudit
 from webhook.service.certificate_reload import CertificateReloader, InvalidKeyPair, KeyPairFiles
@@ -72,10 +76,13 @@ from webhook.service.inventory import (
     inventory_readiness,
 )
 from webhook.service.policy_reload import PolicyReloader
+from webhook.service.webhook_scope import WebhookScope
 from webhook.tls.dev import ensure_dev_serving_certificate
 
 METRICS_PORT = 9090
 GRACEFUL_SHUTDOWN_SECONDS = 5
+#: Seconds a read of the webhook configurations may take (a thread of its own waits).
+SCOPE_READ_TIMEOUT = 10.0
 
 log = logging.getLogger("gpu_admission.serve")
 
@@ -137,7 +144,11 @@ def serve(policy: Policy, settings: ServeSettings) -> None:
         checks={"policy": policy_check, "certificate": certificate.state.readiness}
     )
     inventory = _live_inventory(policy, settings, engine, readiness, metrics)
-    audit = _periodic_audit(settings, engine, inventory, metrics)
+    api = _audit_api(settings, inventory)
+    audit = _periodic_audit(settings, api, engine, inventory, metrics)
+    scope = _webhook_scope(
+        inventory.api if inventory is not None else api, engine, readiness, metrics
+    )
     worker = ReviewWorker(on_restart=metrics.worker_restarted)
     app = _admission_app(engine, readiness, metrics, inventory, worker)
     server = _admission_server(app, settings, certificate.context, metrics)
@@ -147,7 +158,7 @@ def serve(policy: Policy, settings: ServeSettings) -> None:
     )
     metrics_server = _metrics_server(metrics, settings) if settings.metrics_port else None
     watchers = _watchers(certificate, policy_watcher)
-    _run(server, metrics_server, watchers, _Companions(worker, inventory, audit))
+    _run(server, metrics_server, watchers, _Companions(worker, inventory, audit, scope))
 
 
 def _certificate_reloader(settings: ServeSettings) -> CertificateReloader:
@@ -209,8 +220,26 @@ def _live_inventory(
     )
 
 
+def _audit_api(settings: ServeSettings, inventory: _LiveInventory | None) -> Any:
+    """The client the audit uses: the live inventory's, else one of its own; None without
+    an audit. Exits when none can be made."""
+    if settings.audit_interval is None:
+        return None
+    if inventory is not None and inventory.api is not None:
+        return inventory.api
+    try:
+        return api_client(settings.kubeconfig, settings.context)
+    except Exception as error:  # the client raises several kinds for a bad configuration
+        log.error(
+            "refusing to serve: no Kubernetes client for the audit",
+            extra={"kubeconfig": str(settings.kubeconfig or "default"), "reason": str(error)},
+        )
+        raise SystemExit(2) from None
+
+
 def _periodic_audit(
     settings: ServeSettings,
+    api: Any,
     engine: Callable[[], Engine],
     inventory: _LiveInventory | None,
     metrics: Metrics,
@@ -219,16 +248,6 @@ def _periodic_audit(
     the live inventory when there is one."""
     if settings.audit_interval is None:
         return None
-    api = inventory.api if inventory is not None else None
-    if api is None:
-        try:
-            api = api_client(settings.kubeconfig, settings.context)
-        except Exception as error:  # the client raises several kinds for a bad configuration
-            log.error(
-                "refusing to serve: no Kubernetes client for the audit",
-                extra={"kubeconfig": str(settings.kubeconfig or "default"), "reason": str(error)},
-            )
-            raise SystemExit(2) from None
     log.info("auditing what runs", extra={"interval_seconds": settings.audit_interval})
     return PeriodicAudit(
         api,
@@ -237,6 +256,24 @@ def _periodic_audit(
         AuditMetrics(metrics.registry),
         inventory=None if inventory is None else inventory.current,
     )
+
+
+def _webhook_scope(
+    api: Any, engine: Callable[[], Engine], readiness: Readiness, metrics: Metrics
+) -> WebhookScope | None:
+    """The comparison of the installed webhook configurations with the policy serving now
+    (not started yet), with its /readyz check; None without a Kubernetes client."""
+    if api is None:
+        return None
+    scope = WebhookScope(
+        functools.partial(
+            read_webhook_configurations, api, WEBHOOK_CONFIGURATION, timeout=SCOPE_READ_TIMEOUT
+        ),
+        lambda: engine().policy,
+        metrics,
+    )
+    readiness.checks["webhook-configurations"] = scope.readiness
+    return scope
 
 
 def _admission_app(
@@ -306,11 +343,12 @@ def _watchers(certificate: CertificateReloader, policy: Watcher | None) -> dict[
 @dataclass(frozen=True)
 class _Companions:
     """What runs beside the event loop, in a process or threads of its own: the review
-    worker and the live inventory."""
+    worker, the live inventory, the audit and the comparison of the webhook configurations."""
 
     worker: ReviewWorker
     inventory: _LiveInventory | None
     audit: PeriodicAudit | None = None
+    scope: WebhookScope | None = None
 
     def start(self) -> None:
         self.worker.start()
@@ -318,8 +356,12 @@ class _Companions:
             self.inventory.watcher.start()
         if self.audit is not None:
             self.audit.start()
+        if self.scope is not None:
+            self.scope.start()
 
     def stop(self) -> None:
+        if self.scope is not None:
+            self.scope.stop()
         if self.audit is not None:
             self.audit.stop()
         self.worker.stop()

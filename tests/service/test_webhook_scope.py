@@ -1,0 +1,170 @@
+"""A replica compares the installed webhook configurations with its policy
+(webhook/service/webhook_scope.py), fed configurations as an install renders them."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from webhook.http.metrics import Metrics
+from webhook.install.configurations import (
+    MUTATING_WEBHOOK,
+    VALIDATING_WEBHOOK,
+    Endpoint,
+    render_webhook_configurations,
+)
+from webhook.policy import Policy, load_default_policy, load_policy_text
+from webhook.policy.load import default_policy_text
+from webhook.service.webhook_scope import FIX, WebhookScope
+
+DEFAULT = load_default_policy()
+RENAMED = load_policy_text(
+    default_policy_text().replace(
+        "workload: gpu-admission.io/workload", "workload: team.example/class"
+    ),
+    "renamed.yaml",
+)
+ENDPOINT = Endpoint(
+    ca_bundle="Q0E=", service_name="gpu-admission", service_namespace="gpu-admission"
+)
+
+Configurations = tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]
+
+
+def installed(policy: Policy = DEFAULT) -> Configurations:
+    return render_webhook_configurations(policy, ENDPOINT, own_namespace="gpu-admission")
+
+
+class Cluster:
+    """What the read returns: the configurations installed now, or the error it raises."""
+
+    def __init__(self, configurations: Configurations) -> None:
+        self.configurations = configurations
+        self.error: Exception | None = None
+
+    def read(self) -> Configurations:
+        if self.error is not None:
+            raise self.error
+        return self.configurations
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def mismatch(metrics: Metrics, webhook: str) -> float | None:
+    return metrics.registry.get_sample_value(
+        "gpu_admission_webhook_configuration_mismatch", {"webhook": webhook}
+    )
+
+
+def scope_of(cluster: Cluster, policy: Policy, metrics: Metrics, clock: Clock) -> WebhookScope:
+    return WebhookScope(cluster.read, lambda: policy, metrics, clock=clock)
+
+
+def test_before_the_first_comparison_the_replica_is_ready_and_says_so() -> None:
+    scope = scope_of(Cluster(installed()), DEFAULT, Metrics(), Clock())
+    assert scope.readiness() == (True, "not compared with the policy yet")
+
+
+def test_configurations_of_the_policy_report_no_mismatch() -> None:
+    metrics, clock = Metrics(), Clock()
+    scope = scope_of(Cluster(installed()), DEFAULT, metrics, clock)
+    assert scope.compare_once() == ()
+    clock.now += 12
+    assert scope.readiness() == (True, "send what the policy needs (compared 12s ago)")
+    assert mismatch(metrics, MUTATING_WEBHOOK) == 0
+    assert mismatch(metrics, VALIDATING_WEBHOOK) == 0
+
+
+def test_a_policy_with_another_workload_label_is_reported_and_the_replica_stays_ready() -> None:
+    metrics = Metrics()
+    scope = scope_of(Cluster(installed(DEFAULT)), RENAMED, metrics, Clock())
+    differences = scope.compare_once()
+    assert differences and MUTATING_WEBHOOK in {d.webhook for d in differences}
+    ready, detail = scope.readiness()
+    assert ready
+    assert detail.startswith("differ from what the policy needs (compared 0s ago): ")
+    assert (
+        f"{MUTATING_WEBHOOK}: its objectSelector selects gpu-admission.io/workload, "
+        "the policy's workload label is team.example/class"
+    ) in detail
+    assert detail.endswith(FIX)
+    assert mismatch(metrics, MUTATING_WEBHOOK) == 1
+
+
+def test_a_webhook_set_right_goes_back_to_zero() -> None:
+    metrics = Metrics()
+    cluster = Cluster(installed(DEFAULT))
+    scope = scope_of(cluster, RENAMED, metrics, Clock())
+    scope.compare_once()
+    cluster.configurations = installed(RENAMED)
+    assert scope.compare_once() == ()
+    assert mismatch(metrics, MUTATING_WEBHOOK) == 0
+
+
+def test_a_webhook_that_is_gone_no_longer_counts_as_differing() -> None:
+    metrics = Metrics()
+    mutating, validating = installed()
+    assert mutating is not None
+    extra = {**mutating, "webhooks": [*mutating["webhooks"], {"name": "old.example", "rules": []}]}
+    cluster = Cluster((extra, validating))
+    scope = scope_of(cluster, DEFAULT, metrics, Clock())
+    scope.compare_once()
+    assert mismatch(metrics, "old.example") == 1
+    cluster.configurations = (mutating, validating)
+    scope.compare_once()
+    assert mismatch(metrics, "old.example") == 0
+
+
+def test_a_read_that_fails_is_shown_and_the_last_comparison_stands() -> None:
+    metrics = Metrics()
+    cluster = Cluster(installed(DEFAULT))
+    scope = scope_of(cluster, RENAMED, metrics, Clock())
+    scope.compare_once()
+    cluster.error = RuntimeError("403 Forbidden")
+    assert scope.compare_once() is None
+    ready, detail = scope.readiness()
+    assert ready
+    assert detail.startswith(
+        "differ from what the policy needs (cannot be read (403 Forbidden); compared 0s ago): "
+    )
+    assert mismatch(metrics, MUTATING_WEBHOOK) == 1
+
+
+def test_a_mismatch_is_logged_once_while_it_lasts(caplog: pytest.LogCaptureFixture) -> None:
+    scope = scope_of(Cluster(installed(DEFAULT)), RENAMED, Metrics(), Clock())
+    with caplog.at_level(logging.INFO, logger="gpu_admission.webhook_scope"):
+        scope.compare_once()
+        scope.compare_once()
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "do not send what the policy needs" in warnings[0].getMessage()
+
+
+def test_a_reloaded_policy_is_compared_without_waiting_for_the_interval() -> None:
+    metrics = Metrics()
+    serving = [DEFAULT]
+    scope = WebhookScope(Cluster(installed()).read, lambda: serving[0], metrics, interval=3600)
+    scope.start()
+    try:
+        wait_for(lambda: mismatch(metrics, MUTATING_WEBHOOK) == 0)
+        serving[0] = RENAMED
+        wait_for(lambda: mismatch(metrics, MUTATING_WEBHOOK) == 1)
+    finally:
+        scope.stop()
+
+
+def wait_for(condition: Any, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "not reached in time"
+        time.sleep(0.05)

@@ -1,0 +1,159 @@
+"""Whether the installed webhook configurations send what the policy serving now needs.
+
+Installed from another policy (a chart rendered from the default one, or a policy
+ConfigMap edited since), the configurations select pods by a workload label the
+policy does not use, or look for GPU resources, taints and classes it no longer
+names: its pods are never mutated nor judged, and no review says so. A thread of its
+own reads both configurations (``webhook.kube.webhook_configurations``) at start,
+every ``interval`` and shortly after each policy reload, and compares them with the
+policy (``webhook.install.scope``). A mismatch is logged (once each time it changes),
+shown in ``/readyz`` under ``webhook-configurations`` and counted in
+``gpu_admission_webhook_configuration_mismatch{webhook}``, which
+deploy/monitoring/alerts.yaml alerts on.
+
+It never makes the replica unready. The configurations are the cluster's, not the
+replica's: every replica sees the same mismatch, so unready would take them all out,
+and with ``failurePolicy: Fail`` every pod the configurations do send would be refused,
+which is far worse than the pods they miss. The replica's answers stay right for what
+reaches it, and the fix (apply the configurations of the policy) is an operator's
+action that needs no replica down. A read that fails (no RBAC rule yet, the
+API unreachable) is shown, and the last comparison stands.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.http.metrics import Metrics
+from webhook.install.scope import ScopeDifference, needed_webhooks, scope_differences
+from webhook.policy import Policy
+
+__all__ = ["FIX", "INTERVAL", "WebhookScope"]
+
+log = logging.getLogger("gpu_admission.webhook_scope")
+
+INTERVAL = 60.0
+"""Seconds between two comparisons; a policy reload brings the next one forward."""
+
+POLICY_LOOK = 1.0
+"""Seconds between two looks at whether the policy serving now was replaced."""
+
+STOP_JOIN_TIMEOUT = 5.0
+
+FIX = (
+    "apply the configurations of the policy in force: `gpu-admission install --policy FILE` "
+    "(`gpu-admission manifests webhooks --policy FILE` prints them; "
+    "docs/troubleshooting.md has the Helm chart's case)"
+)
+
+#: Reads the live (mutating, validating) configurations; None for one not there.
+ReadConfigurations = Callable[[], tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The last comparison: when, of which policy, and what differed."""
+
+    at: float
+    policy: Policy
+    differences: tuple[ScopeDifference, ...]
+
+
+class WebhookScope:
+    """Compares the configurations ``read`` gives with ``policy()``, in a daemon thread."""
+
+    def __init__(
+        self,
+        read: ReadConfigurations,
+        policy: Callable[[], Policy],
+        metrics: Metrics,
+        *,
+        interval: float = INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._read = read
+        self._policy = policy
+        self._metrics = metrics
+        self._interval = interval
+        self._clock = clock
+        self._last: Comparison | None = None
+        self._error: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("the webhook configurations are already being compared")
+        self._thread = threading.Thread(target=self._loop, name="webhook-scope", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = STOP_JOIN_TIMEOUT) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        due = self._clock()
+        compared: Policy | None = None
+        while not self._stop.is_set():
+            policy = self._policy()
+            if policy is not compared or self._clock() >= due:
+                self.compare_once(policy)
+                compared, due = policy, self._clock() + self._interval
+            self._stop.wait(min(POLICY_LOOK, self._interval))
+
+    def compare_once(self, policy: Policy | None = None) -> tuple[ScopeDifference, ...] | None:
+        """One comparison with ``policy`` (the one serving now when None); None when the
+        configurations could not be read (the error is kept for ``/readyz``)."""
+        policy = self._policy() if policy is None else policy
+        try:
+            mutating, validating = self._read()
+        except Exception as error:  # never end the thread: the next read may work
+            if str(error) != self._error:
+                log.warning(
+                    "the webhook configurations cannot be read; their scope is not checked",
+                    extra={"reason": str(error)},
+                )
+            self._error = str(error)
+            return None
+        self._error = None
+        differences = tuple(scope_differences(policy, mutating, validating))
+        self._report(differences)
+        compared = [name for hooks in needed_webhooks(policy).values() for name in hooks]
+        self._metrics.webhook_configurations_compared(
+            compared, {difference.webhook for difference in differences}
+        )
+        self._last = Comparison(self._clock(), policy, differences)
+        return differences
+
+    def _report(self, differences: tuple[ScopeDifference, ...]) -> None:
+        before = None if self._last is None else self._last.differences
+        if differences == before:
+            return
+        if differences:
+            log.warning(
+                "the webhook configurations do not send what the policy needs: "
+                "its pods are not all mutated nor judged; " + FIX,
+                extra={"differences": [str(difference) for difference in differences]},
+            )
+        elif before:
+            log.info("the webhook configurations send what the policy needs again")
+
+    def readiness(self) -> tuple[bool, str]:
+        """Always ready (see the module's docstring); the detail says what differs."""
+        last, error = self._last, self._error
+        failed = f"cannot be read ({error})" if error else ""
+        if last is None:
+            return True, failed or "not compared with the policy yet"
+        ago = f"compared {self._clock() - last.at:.0f}s ago"
+        if failed:
+            ago = f"{failed}; {ago}"
+        if not last.differences:
+            return True, f"send what the policy needs ({ago})"
+        listed = "; ".join(str(difference) for difference in last.differences)
+        return True, f"differ from what the policy needs ({ago}): {listed}; {FIX}"
