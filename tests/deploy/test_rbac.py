@@ -1,8 +1,9 @@
 """Who may do what: the roles deploy/base grants to each of its ServiceAccounts.
 
 The `serve` pods answer the network, so they may only read what the service reads (the
-live inventory, the workloads autoscalers target, what the audit lists) and write only
-the audit's PolicyReports, by name where a name can be given. Certificate rotation
+live inventory, the workloads autoscalers target, what the audit lists, our own webhook
+configurations by name) and write only the audit's PolicyReports, by name where a name
+can be given. Certificate rotation
 writes, under an identity of its own, only the objects it replaces, by name. The
 objects are read as `gpu-admission install` reads them (webhook.install.plan.base_objects);
 tests/e2e/test_deploy.py asks kube-apiserver the same questions with `kubectl auth can-i`.
@@ -56,7 +57,7 @@ def pod_spec(objects: Objects, kind: str, name: str) -> dict[str, Any]:
     return result
 
 
-def test_serve_may_read_the_live_inventory_list_what_runs_and_write_its_policy_reports(
+def test_serve_may_read_the_live_inventory_list_what_runs_read_our_webhooks_and_write_its_reports(
     base: Objects,
 ) -> None:
     assert granted(base, SERVE) == [
@@ -77,6 +78,15 @@ def test_serve_may_read_the_live_inventory_list_what_runs_and_write_its_policy_r
         (CLUSTER, {"apiGroups": [""], "resources": ["namespaces", "pods"], "verbs": ["list"]}),
         (CLUSTER, {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["list"]}),
         (CLUSTER, {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": ["list"]}),
+        (
+            CLUSTER,
+            {
+                "apiGroups": ["admissionregistration.k8s.io"],
+                "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
+                "resourceNames": ["gpu-admission"],
+                "verbs": ["get"],
+            },
+        ),
         (CLUSTER, {"apiGroups": ["wgpolicyk8s.io"], "resources": ["policyreports"], "verbs": ["list", "create"]}),
         (
             CLUSTER,
