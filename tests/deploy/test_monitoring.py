@@ -33,11 +33,15 @@ def load(path: Path) -> dict[str, Any]:
 
 def served_series(engine: Engine, review: Review) -> set[str]:
     """The names a scrape shows once a review was answered, an error counted, the
-    certificate and the live inventory watched, as in a serving pod."""
+    certificate and the live inventory watched and the webhook configurations compared, as
+    in a serving pod."""
     issued = issue_serving_certificate(create_ca("monitoring CA"), "x", dns_names=["x"])
     metrics = Metrics()
     metrics.watch_certificate(CertificateState(ServedCertificate.of(issued.certificate)))
     metrics.watch_inventory(lambda: {"nodes": 1.0, "priorityclasses": None})
+    metrics.webhook_configurations_compared(
+        ["mutate.gpu-admission.io"], {"mutate.gpu-admission.io"}
+    )
     client = TestClient(create_app(lambda: engine, metrics=metrics))
     client.post("/validate", json=review(pod("inference")))
     client.post("/validate", content=b"[]")
@@ -60,6 +64,7 @@ def test_every_series_an_alert_uses_is_one_the_service_serves(
         "GpuAdmissionCertificateExpiringSoon",
         "GpuAdmissionReviewErrors",
         "GpuAdmissionInventoryStale",
+        "GpuAdmissionWebhookConfigurationMismatch",
     }
     assert used
     assert used <= served_series(engine, review)
