@@ -464,7 +464,13 @@ def test_the_policy_report_crd_is_the_one_of_deploy_audit_when_asked_for(
 def test_without_the_schema_the_templates_refuse_the_same_values(
     helm: Path, setting: str, message: str
 ) -> None:
-    command = [helm, "template", "gpu-admission", CHART_DIR, "--skip-schema-validation"]
+    command: list[str | Path] = [
+        helm,
+        "template",
+        "gpu-admission",
+        CHART_DIR,
+        "--skip-schema-validation",
+    ]
 
     result = run([*command, "--set", setting], check=False)
 
@@ -476,7 +482,7 @@ def webhook_port_rule(objects: Objects) -> dict[str, Any]:
     """The ingress rule of the replicas' NetworkPolicy that opens the webhook port."""
     rules = one(objects, "NetworkPolicy")["spec"]["ingress"]
     (rule,) = [r for r in rules if r["ports"] == [{"port": "https", "protocol": "TCP"}]]
-    return rule
+    return dict(rule)
 
 
 def test_by_default_the_webhook_port_admits_every_source(helm: Path) -> None:

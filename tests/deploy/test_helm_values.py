@@ -1,0 +1,450 @@
+"""The Helm chart's values a platform team sets around the service: where the replicas run
+(nodeSelector, tolerations, affinity, topologySpreadConstraints), what their pods carry
+(podAnnotations, podLabels, imagePullSecrets), the quota their priority class may need,
+the Prometheus Operator objects' labels, and a release in a namespace of its own choosing.
+
+Rendered by the real helm (`helm template`, `helm lint --strict`), as tests/deploy/test_helm.py
+does; the objects' equivalence with the kustomize tree is that file's.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cryptography import x509
+
+from tests.deploy.test_helm import CHART_DIR, Objects, built, one, run, sets, template
+
+RELEASE_NAMESPACE = "platform-admission"
+SELECTOR = {"app.kubernetes.io/name": "gpu-admission", "app.kubernetes.io/component": "webhook"}
+
+EVERY_VALUE: dict[str, Any] = {
+    "imagePullSecrets": [{"name": "registry-credentials"}],
+    "priorityClassName": "platform-critical",
+    "priorityClassQuota": {"enabled": True, "limitedClasses": ["platform-critical"]},
+    "nodeSelector": {"node-role.example.com/system": "true"},
+    "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists", "effect": "NoSchedule"}],
+    "affinity": {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}
+                        ]
+                    }
+                ]
+            }
+        }
+    },
+    "topologySpreadConstraints": [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "minDomains": 2,
+        }
+    ],
+    "podAnnotations": {"example.com/owner": "platform"},
+    "podLabels": {"team": "platform", "example.com/cost-center": "ml-1234"},
+    "monitoring": {
+        "serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
+        "alerts": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    return built("helm")
+
+
+@pytest.fixture
+def every_value(tmp_path: Path) -> Path:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(EVERY_VALUE))
+    return path
+
+
+def refused(helm: Path, *args: str) -> str:
+    """stderr of a `helm template` that must fail."""
+    result = run([helm, "template", "gpu-admission", CHART_DIR, *args], check=False)
+    assert result.returncode != 0, "the chart rendered"
+    return result.stderr
+
+
+def pod_spec(objects: Objects) -> dict[str, Any]:
+    return dict(one(objects, "Deployment")["spec"]["template"]["spec"])
+
+
+def rotation_pod(objects: Objects) -> dict[str, Any]:
+    cron_job = one(objects, "CronJob", "gpu-admission-cert-rotation")
+    return dict(cron_job["spec"]["jobTemplate"]["spec"]["template"])
+
+
+# -- the chart as a chart ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("namespace", ["gpu-admission", RELEASE_NAMESPACE])
+def test_helm_lint_passes_strict_with_every_value_of_this_file_set(
+    helm: Path, every_value: Path, namespace: str
+) -> None:
+    command: list[str | Path] = [helm, "lint", "--strict", CHART_DIR, "--namespace", namespace]
+
+    result = run([*command, "--values", every_value])
+
+    assert "0 chart(s) failed" in result.stdout
+
+
+def test_every_value_of_this_file_is_in_values_yaml_and_its_schema() -> None:
+    values = yaml.safe_load((CHART_DIR / "values.yaml").read_text())
+    schema = yaml.safe_load((CHART_DIR / "values.schema.json").read_text())
+
+    for key in EVERY_VALUE:
+        assert key in values, key
+        assert key in schema["properties"], key
+    for monitor in ("serviceMonitor", "alerts"):
+        assert values["monitoring"][monitor]["labels"] == {}
+
+
+# -- where the replicas run -----------------------------------------------------------------
+
+
+def test_by_default_the_replicas_spread_one_per_node_and_over_zones_where_they_can(
+    helm: Path,
+) -> None:
+    constraints = pod_spec(template(helm))["topologySpreadConstraints"]
+
+    assert [(c["topologyKey"], c["whenUnsatisfiable"]) for c in constraints] == [
+        ("kubernetes.io/hostname", "DoNotSchedule"),
+        ("topology.kubernetes.io/zone", "ScheduleAnyway"),
+    ]
+    for constraint in constraints:
+        assert constraint["labelSelector"] == {"matchLabels": SELECTOR}
+        assert constraint["matchLabelKeys"] == ["pod-template-hash"]
+        assert constraint["nodeTaintsPolicy"] == "Honor"
+
+
+def test_constraints_of_ones_own_replace_the_default_and_select_the_replicas(
+    helm: Path, every_value: Path
+) -> None:
+    [constraint] = pod_spec(template(helm, "--values", str(every_value)))[
+        "topologySpreadConstraints"
+    ]
+
+    assert constraint == {
+        **EVERY_VALUE["topologySpreadConstraints"][0],
+        "labelSelector": {"matchLabels": SELECTOR},
+        "matchLabelKeys": ["pod-template-hash"],
+    }
+
+
+def test_a_constraints_own_selector_and_label_keys_are_kept(helm: Path) -> None:
+    own = {
+        "maxSkew": 1,
+        "topologyKey": "kubernetes.io/hostname",
+        "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "gpu-admission"}},
+        "matchLabelKeys": [],
+    }
+
+    [constraint] = pod_spec(
+        template(helm, "--set-json", f"topologySpreadConstraints={json.dumps([own])}")
+    )["topologySpreadConstraints"]
+
+    assert constraint == own
+
+
+@pytest.mark.parametrize(
+    "empty", ["topologySpreadConstraints=[]", "topologySpreadConstraints=null"]
+)
+def test_no_constraints_spread_nothing(helm: Path, empty: str) -> None:
+    assert "topologySpreadConstraints" not in pod_spec(template(helm, "--set-json", empty))
+
+
+def test_node_selector_and_tolerations_place_the_replicas_and_the_rotation_job(
+    helm: Path, every_value: Path
+) -> None:
+    objects = template(helm, "--values", str(every_value))
+
+    for spec in (pod_spec(objects), rotation_pod(objects)["spec"]):
+        assert spec["nodeSelector"] == EVERY_VALUE["nodeSelector"]
+        assert spec["tolerations"] == EVERY_VALUE["tolerations"]
+        assert spec["imagePullSecrets"] == [{"name": "registry-credentials"}]
+
+
+def test_affinity_is_the_replicas_and_not_the_rotation_jobs(helm: Path, every_value: Path) -> None:
+    objects = template(helm, "--values", str(every_value))
+
+    assert pod_spec(objects)["affinity"] == EVERY_VALUE["affinity"]
+    assert "affinity" not in rotation_pod(objects)["spec"]
+
+
+def test_by_default_no_placement_is_added(helm: Path) -> None:
+    objects = template(helm)
+
+    for spec in (pod_spec(objects), rotation_pod(objects)["spec"]):
+        assert not {"nodeSelector", "tolerations", "affinity", "imagePullSecrets"} & set(spec)
+
+
+# -- what the pods carry --------------------------------------------------------------------
+
+
+def test_pod_annotations_and_labels_go_on_the_replicas_and_the_rotation_job(
+    helm: Path, every_value: Path
+) -> None:
+    objects = template(helm, "--values", str(every_value))
+    replicas = one(objects, "Deployment")["spec"]["template"]["metadata"]
+    rotation = rotation_pod(objects)["metadata"]
+
+    assert replicas["labels"] == {**SELECTOR, **EVERY_VALUE["podLabels"]}
+    assert replicas["annotations"]["example.com/owner"] == "platform"
+    assert "checksum/policy" in replicas["annotations"]
+    assert rotation["labels"]["team"] == "platform"
+    assert rotation["annotations"] == EVERY_VALUE["podAnnotations"]
+
+
+def test_pod_labels_never_reach_a_selector(helm: Path, every_value: Path) -> None:
+    objects = template(helm, "--values", str(every_value))
+
+    assert one(objects, "Deployment")["spec"]["selector"] == {"matchLabels": SELECTOR}
+    assert one(objects, "Service")["spec"]["selector"] == SELECTOR
+    assert one(objects, "PodDisruptionBudget")["spec"]["selector"] == {"matchLabels": SELECTOR}
+    assert one(objects, "NetworkPolicy")["spec"]["podSelector"] == {"matchLabels": SELECTOR}
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        (
+            "podLabels.app\\.kubernetes\\.io/name=mine",
+            "podLabels: app.kubernetes.io/name is a label the chart sets and selects the replicas by",
+        ),
+        (
+            "podLabels.app\\.kubernetes\\.io/component=mine",
+            "podLabels: app.kubernetes.io/component is a label the chart sets and selects",
+        ),
+        ("podLabels.pod-template-hash=abc", "podLabels: pod-template-hash is a label the chart"),
+        (
+            "podAnnotations.checksum/policy=abc",
+            "podAnnotations: checksum/policy is the annotation that rolls the replicas",
+        ),
+        (
+            "monitoring.serviceMonitor.labels.app\\.kubernetes\\.io/name=mine",
+            "monitoring.serviceMonitor.labels: app.kubernetes.io/name is a label the chart sets",
+        ),
+        (
+            "monitoring.alerts.labels.helm\\.sh/chart=mine",
+            "monitoring.alerts.labels: helm.sh/chart is a label the chart sets",
+        ),
+    ],
+)
+def test_metadata_the_chart_sets_itself_is_refused_with_a_message_naming_it(
+    helm: Path, setting: str, message: str
+) -> None:
+    enabled = sets("monitoring.serviceMonitor.enabled=true", "monitoring.alerts.enabled=true")
+
+    assert message in refused(helm, *enabled, "--set", setting)
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("tolerations[0].operator=Maybe", "/tolerations/0/operator"),
+        ("tolerations[0].efect=NoSchedule", "additional properties 'efect' not allowed"),
+        ("nodeSelector.disk=1", "/nodeSelector/disk"),
+        ("affinity.nodeAfinity.x=y", "additional properties 'nodeAfinity' not allowed"),
+        ("topologySpreadConstraints[0].whenUnsatisfiable=Never", "/topologySpreadConstraints/0"),
+        ("topologySpreadConstraints[0].maxSkew=0", "/topologySpreadConstraints/0/maxSkew"),
+        ("podLabels.tier=1", "/podLabels/tier"),
+        ("podLabels.team=two words", "/podLabels/team"),
+        ("podAnnotations.not\\ a\\ key=x", "invalid propertyName 'not a key'"),
+        ("imagePullSecrets[0].secret=x", "/imagePullSecrets/0"),
+        ("priorityClassQuota.enabled=maybe", "/priorityClassQuota/enabled"),
+        ("monitoring.serviceMonitor.labels.release=a b", "/monitoring/serviceMonitor/labels"),
+    ],
+)
+def test_a_value_of_the_wrong_shape_is_refused_by_the_schema(
+    helm: Path, setting: str, message: str
+) -> None:
+    assert message in refused(helm, "--set", setting)
+
+
+# -- the priority class and its quota ------------------------------------------------------
+
+
+def quotas(objects: Objects) -> Objects:
+    return [o for o in objects if o["kind"] == "ResourceQuota"]
+
+
+def test_a_system_priority_class_gets_a_quota_that_lets_it_be_used_in_the_namespace(
+    helm: Path,
+) -> None:
+    [quota] = quotas(template(helm, "--namespace", RELEASE_NAMESPACE))
+
+    assert quota["metadata"]["name"] == "gpu-admission-priority-class"
+    assert quota["metadata"]["namespace"] == RELEASE_NAMESPACE
+    assert quota["spec"] == {
+        "scopeSelector": {
+            "matchExpressions": [
+                {
+                    "scopeName": "PriorityClass",
+                    "operator": "In",
+                    "values": ["system-cluster-critical"],
+                }
+            ]
+        }
+    }
+
+
+def test_the_quota_follows_the_replicas_priority_class(helm: Path) -> None:
+    [quota] = quotas(template(helm, *sets("priorityClassName=system-node-critical")))
+
+    [expression] = quota["spec"]["scopeSelector"]["matchExpressions"]
+    assert expression["values"] == ["system-node-critical"]
+
+
+def test_a_class_the_cluster_limits_too_gets_its_quota(helm: Path, every_value: Path) -> None:
+    objects = template(helm, "--values", str(every_value))
+    [quota] = quotas(objects)
+
+    [expression] = quota["spec"]["scopeSelector"]["matchExpressions"]
+    assert expression["values"] == [pod_spec(objects)["priorityClassName"]] == ["platform-critical"]
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        ["priorityClassQuota.enabled=false"],
+        ["priorityClassName=platform-critical"],
+        ["priorityClassName="],
+    ],
+    ids=["turned off", "a class not limited", "no class"],
+)
+def test_no_quota_is_made(helm: Path, settings: list[str]) -> None:
+    assert quotas(template(helm, *sets(*settings))) == []
+
+
+def test_without_a_class_the_replicas_name_none(helm: Path) -> None:
+    assert "priorityClassName" not in pod_spec(template(helm, *sets("priorityClassName=")))
+
+
+# -- monitoring ------------------------------------------------------------------------------
+
+
+def test_monitoring_labels_are_added_to_the_charts_own(helm: Path, every_value: Path) -> None:
+    objects = template(helm, "--values", str(every_value))
+    default = template(
+        helm, *sets("monitoring.serviceMonitor.enabled=true", "monitoring.alerts.enabled=true")
+    )
+
+    for kind in ("ServiceMonitor", "PrometheusRule"):
+        labels = one(objects, kind)["metadata"]["labels"]
+        assert labels == {
+            **one(default, kind)["metadata"]["labels"],
+            "release": "kube-prometheus-stack",
+        }
+
+
+# -- a release in another namespace ------------------------------------------------------------
+
+
+SERVICE_NAME = re.compile(r"\bgpu-admission(?:-metrics)?\.(?!io\b)([a-z0-9-]+)(?:\.svc\b|$)")
+
+
+def namespaces_named(value: Any) -> Iterator[str]:
+    """Every namespace an object names: its own, a reference's, a namespace selector's,
+    a Service's DNS name's, an annotation's `namespace/name` and a `--namespace` argument."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "namespace" and isinstance(item, str):
+                yield item
+            elif key == "matchNames":
+                yield from item
+            elif key == "cert-manager.io/inject-ca-from":
+                yield item.split("/")[0]
+            elif key == "kubernetes.io/metadata.name" and isinstance(item, str):
+                yield item
+        if value.get("key") == "kubernetes.io/metadata.name":
+            yield from value.get("values", [])
+        for item in value.values():
+            yield from namespaces_named(item)
+    elif isinstance(value, list):
+        for before, item in zip([None, *value], value, strict=False):
+            if before == "--namespace":
+                yield item
+            yield from namespaces_named(item)
+    elif isinstance(value, str):
+        yield from SERVICE_NAME.findall(value)
+
+
+def serving_certificate_names(objects: Objects) -> list[str]:
+    pem = base64.b64decode(one(objects, "Secret", "gpu-admission-tls")["data"]["tls.crt"])
+    names = x509.load_pem_x509_certificate(pem).extensions.get_extension_for_class(
+        x509.SubjectAlternativeName
+    )
+    return list(names.value.get_values_for_type(x509.DNSName))
+
+
+@pytest.mark.parametrize("mode", ["selfSigned", "certManager"])
+def test_a_release_in_another_namespace_never_names_gpu_admission_as_a_namespace(
+    helm: Path, every_value: Path, mode: str
+) -> None:
+    objects = template(
+        helm,
+        "--namespace",
+        RELEASE_NAMESPACE,
+        "--values",
+        str(every_value),
+        *sets(f"certificates.mode={mode}", "audit.policyReportCRD.create=true"),
+    )
+
+    named = [n for obj in objects for n in namespaces_named(obj)]
+    assert "gpu-admission" not in named
+    assert RELEASE_NAMESPACE in named
+    assert set(named) <= {RELEASE_NAMESPACE, "kube-system", "kube-node-lease", "monitoring"}
+    for obj in objects:
+        if obj["kind"] not in CLUSTER_SCOPED:
+            assert obj["metadata"]["namespace"] == RELEASE_NAMESPACE, obj["kind"]
+    if mode == "selfSigned":
+        names = serving_certificate_names(objects)
+        assert f"gpu-admission.{RELEASE_NAMESPACE}.svc" in names
+        assert not [n for n in names if ".gpu-admission" in n]
+
+
+CLUSTER_SCOPED = {
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "CustomResourceDefinition",
+    "MutatingWebhookConfiguration",
+    "PriorityClass",
+    "ValidatingWebhookConfiguration",
+}
+
+
+def test_the_namespace_walk_finds_each_kind_of_reference() -> None:
+    """The walk above, on references to `gpu-admission` of every shape it looks for."""
+    obj = {
+        "metadata": {
+            "namespace": "a",
+            "annotations": {"cert-manager.io/inject-ca-from": "b/gpu-admission"},
+        },
+        "subjects": [{"kind": "ServiceAccount", "namespace": "c"}],
+        "namespaceSelector": {
+            "matchNames": ["d"],
+            "matchExpressions": [{"key": "kubernetes.io/metadata.name", "values": ["e"]}],
+            "matchLabels": {"kubernetes.io/metadata.name": "f"},
+        },
+        "args": ["certs", "rotate", "--namespace", "g"],
+        "dnsNames": ["gpu-admission.h.svc", "gpu-admission.i", "gpu-admission-metrics.j.svc"],
+        "labels": {"gpu-admission.io/enabled": "true"},
+    }
+
+    assert sorted(namespaces_named(obj)) == list("abcdefghij")
