@@ -241,7 +241,9 @@ def test_a_run_told_to_stop_after_its_first_object_asks_for_no_further_page(
     )  # fmt: skip
 
     assert run.stopped
-    assert pages == []  # the first page was left unread, and no other asked for
+    # Pages are judged object by object: the run stopped inside the page of its first
+    # object, so only empty pages (of kinds or namespaces listed before it) were done.
+    assert set(pages) <= {0}
     assert run.summary.judged == 1
 
 
