@@ -89,7 +89,13 @@ def add_audit_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     source.add_argument(
         "--policy-from-cluster",
         action="store_true",
-        help=f"the policy the installed service serves (its ConfigMap in {NAMESPACE})",
+        help="the policy the installed service serves (the ConfigMap its Deployment mounts)",
+    )
+    audit.add_argument(
+        "--service-namespace",
+        default=NAMESPACE,
+        metavar="NAMESPACE",
+        help=f"where the service is installed, for --policy-from-cluster (default: {NAMESPACE})",
     )
     audit.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     audit.set_defaults(run=_audit)
@@ -134,7 +140,7 @@ def _audit(args: argparse.Namespace) -> int:
 def _engine(api: Any, args: argparse.Namespace) -> Engine:
     if not args.policy_from_cluster:
         return load_engine(args.policy)
-    source, text = installed_policy(api, NAMESPACE, DEPLOYMENT)
+    source, text = installed_policy(api, args.service_namespace, DEPLOYMENT)
     return serving_engine(text, source)
 
 
