@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import base64
 import copy
+import json
 import os
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -25,8 +27,10 @@ from cryptography.x509.verification import PolicyBuilder, Store
 
 from tests.e2e.build_controlplane import GoToolchainMissing, bin_dir, ensure_binaries
 from webhook.install.chart import CHART, short_name
+from webhook.install.configurations import Endpoint, render_webhook_configurations
 from webhook.install.manifests import SYNC_COMMAND, chart_files
 from webhook.policy import load_default_policy
+from webhook.policy.load import default_policy_text, load_policy_text
 from webhook.tls.pki import certificates_from_pem
 from webhook.tls.secret_layout import ca_from_secret
 
@@ -351,12 +355,22 @@ def test_the_pdb_priority_classes_and_network_policy_can_be_left_out(helm: Path)
     assert not kinds & {"PodDisruptionBudget", "PriorityClass", "NetworkPolicy"}
 
 
+def helm_values(policy: Path, tmp_path: Path) -> Path:
+    """What `gpu-admission manifests helm-values --policy POLICY` prints, as a file."""
+    values = tmp_path / f"{policy.stem}-values.yaml"
+    printed = run(
+        [sys.executable, "-m", "webhook.cli", "manifests", "helm-values", "--policy", policy]
+    )
+    values.write_text(printed.stdout, "utf-8")
+    return values
+
+
 def test_a_policy_file_replaces_the_default_and_rolls_the_replicas(
     helm: Path, tmp_path: Path
 ) -> None:
     policy = REPOSITORY / "policies" / "overflow.yaml"
     default = template(helm)
-    objects = template(helm, "--set-file", f"policy={policy}")
+    objects = template(helm, "-f", str(helm_values(policy, tmp_path)))
 
     config_map = one(objects, "ConfigMap", "gpu-admission-policy")
     assert config_map["data"]["policy.yaml"].strip() == policy.read_text().strip()
@@ -366,6 +380,77 @@ def test_a_policy_file_replaces_the_default_and_rolls_the_replicas(
         return str(annotations["checksum/policy"])
 
     assert checksum(objects) != checksum(default)
+
+
+def test_the_webhooks_select_the_pods_of_the_policy_given_not_the_default_ones(
+    helm: Path, tmp_path: Path
+) -> None:
+    """A platform team's policy of its own labels: the webhooks follow them."""
+    text = default_policy_text().replace(
+        "workload: gpu-admission.io/workload", "workload: team.example/class", 1
+    )
+    policy = tmp_path / "team.yaml"
+    policy.write_text(text, "utf-8")
+
+    objects = template(helm, "-f", str(helm_values(policy, tmp_path)))
+
+    expected = render_webhook_configurations(
+        load_policy_text(text, "team.yaml"), Endpoint(ca_bundle="", url="https://x")
+    )
+    for kind, configuration in zip(
+        ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"), expected, strict=True
+    ):
+        rendered = {h["name"]: h for h in one(objects, kind)["webhooks"]}
+        for hook in configuration["webhooks"]:
+            for field in ("rules", "objectSelector", "matchConditions"):
+                assert rendered[hook["name"]].get(field) == hook.get(field), (hook["name"], field)
+    selectors = json.dumps(
+        [one(objects, "MutatingWebhookConfiguration")["webhooks"][0]["objectSelector"]]
+    )
+    assert "team.example/class" in selectors and "gpu-admission.io/workload" not in selectors
+
+
+def test_a_policy_given_without_the_scope_of_its_webhooks_is_refused_with_the_command(
+    helm: Path, tmp_path: Path
+) -> None:
+    policy = tmp_path / "team.yaml"
+    policy.write_text(
+        default_policy_text().replace("gpu-admission.io/workload", "team.example/class")
+    )
+
+    refused = run(
+        [helm, "template", "gpu-admission", CHART_DIR, "--set-file", f"policy={policy}"],
+        check=False,
+    )
+
+    assert refused.returncode != 0
+    assert "gpu-admission manifests helm-values --policy FILE" in refused.stderr
+
+
+def test_a_scope_of_another_policy_is_refused(helm: Path, tmp_path: Path) -> None:
+    """The overflow policy's scope does not go with another policy's text."""
+    values = helm_values(REPOSITORY / "policies" / "overflow.yaml", tmp_path)
+    other = tmp_path / "other.yaml"
+    other.write_text(
+        default_policy_text().replace("gpu-admission.io/workload", "team.example/class")
+    )
+
+    refused = run(
+        [
+            helm,
+            "template",
+            "gpu-admission",
+            CHART_DIR,
+            "-f",
+            values,
+            "--set-file",
+            f"policy={other}",
+        ],
+        check=False,
+    )
+
+    assert refused.returncode != 0
+    assert "needs webhook configurations rendered from it" in refused.stderr
 
 
 # -- self-generated certificates ---------------------------------------------------------

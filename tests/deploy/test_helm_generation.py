@@ -63,7 +63,7 @@ def test_the_scope_values_decide_only_the_selectors_that_are_the_opt_in_scope(
     assert '(list . "validate-extra" 5)' in text
 
 
-def test_braces_in_rendered_text_are_refused_since_helm_would_evaluate_them(
+def test_cel_is_data_of_the_scope_never_text_helm_would_evaluate(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     condition = {"name": "braces", "expression": "'{{' != '}}'"}
@@ -71,6 +71,22 @@ def test_braces_in_rendered_text_are_refused_since_helm_would_evaluate_them(
         chart,
         "render_webhook_configurations",
         with_extra_hook(policy_hook(matchConditions=[condition])),
+    )
+
+    text = webhooks_template(load_default_policy(), "")
+    scope = chart.webhook_scope(load_default_policy(), "policy text")
+
+    assert "'{{' != '}}'" not in text
+    assert scope["webhooks"]["validate-extra.gpu-admission.io"]["matchConditions"] == [condition]
+
+
+def test_braces_in_other_rendered_text_are_refused_since_helm_would_evaluate_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(
+        chart,
+        "render_webhook_configurations",
+        with_extra_hook(policy_hook(sideEffects="{{ None }}")),
     )
 
     with pytest.raises(ValueError, match="hold"):

@@ -8,6 +8,7 @@ test tests/e2e/test_deploy.py applies the same tree to a real kube-apiserver.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import subprocess
 from pathlib import Path
@@ -144,6 +145,28 @@ class TestCommands:
         args = parser.parse_args(argv)
         code: int = args.run(args)
         return code
+
+    def test_helm_values_hold_the_policy_as_written_and_the_digest_of_that_text(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        policy = REPOSITORY / "policies" / "overflow.yaml"
+
+        assert self.run(["manifests", "helm-values", "--policy", str(policy)]) == 0
+
+        values = yaml.safe_load(capsys.readouterr().out)
+        assert values["policy"] == policy.read_text("utf-8")
+        scope = values["webhookScope"]
+        assert scope["policySha256"] == hashlib.sha256(policy.read_bytes()).hexdigest()
+        assert set(scope["webhooks"]["mutate.gpu-admission.io"]) == {"rules", "objectSelector"}
+
+    def test_helm_values_of_a_policy_the_service_would_refuse_exit_2(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        broken = tmp_path / "broken.yaml"
+        broken.write_text("pools: [\n")
+
+        assert self.run(["manifests", "helm-values", "--policy", str(broken)]) == 2
+        assert capsys.readouterr().out == ""
 
     def test_sync_check_finds_the_repository_in_sync(
         self, capsys: pytest.CaptureFixture[str]

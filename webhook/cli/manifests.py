@@ -8,6 +8,7 @@ from pathlib import Path
 
 from webhook.engine.serving import embedded_serving_engine, serving_engine_from_file
 from webhook.errors import PolicyError
+from webhook.install.chart import helm_values
 from webhook.install.manifests import SYNC_COMMAND, stale_files, sync, webhooks_yaml
 
 
@@ -35,6 +36,14 @@ def add_manifest_commands(commands: argparse._SubParsersAction[argparse.Argument
     )
     webhooks.add_argument("--policy", type=Path, help="policy YAML (default: the embedded one)")
     webhooks.set_defaults(run=_webhooks)
+
+    values = manifest_commands.add_parser(
+        "helm-values",
+        help="print the Helm values that install the chart with a policy: the policy and "
+        "the scope of its webhooks (helm install -f)",
+    )
+    values.add_argument("--policy", type=Path, required=True, help="policy YAML")
+    values.set_defaults(run=_helm_values)
 
 
 def _sync(args: argparse.Namespace) -> int:
@@ -71,6 +80,20 @@ def repository_deploy_dir(start: Path) -> Path | None:
         if (deploy / "kustomization.yaml").is_file() and (directory / "pyproject.toml").is_file():
             return deploy
     return None
+
+
+def _helm_values(args: argparse.Namespace) -> int:
+    """The policy, as its file holds it, and what it decides of each webhook: the chart
+    renders its webhook configurations from them, and refuses a policy without them."""
+    try:
+        policy = serving_engine_from_file(args.policy).policy
+        text = args.policy.read_text("utf-8")
+    except (PolicyError, OSError) as error:
+        print(error, file=sys.stderr)
+        return 2
+    sys.stdout.write(f"# Rendered by `gpu-admission manifests helm-values` from {args.policy}.\n")
+    sys.stdout.write(helm_values(policy, text))
+    return 0
 
 
 def _webhooks(args: argparse.Namespace) -> int:

@@ -17,15 +17,24 @@ which become template expressions (helpers in ``templates/_helpers.tpl``):
   appears;
 - ``failurePolicy`` and ``timeoutSeconds``: a value per webhook, keyed by the
   first label of its name (``mutate``, ``validate-unclassed``, ...), the rendered
-  value by default.
+  value by default;
+- what the policy decides of each webhook (``SCOPED_FIELDS``: its rules, its
+  objectSelector, its CEL matchConditions): taken from the ``webhookScope`` value,
+  which ``gpu-admission manifests helm-values --policy FILE`` prints beside the
+  policy itself, or from ``files/webhook-scope.json``, the default policy's. Either
+  holds the sha256 of the policy it was rendered from, and the chart refuses to render
+  when the policy in force (``policy``, or ``files/policy.yaml``) is another: a policy
+  of its own with another workload label, taint or resource can never be installed
+  with webhooks that select the default one's pods.
 
-Everything else (rules, selectors, CEL) is literal text. The default policy and
+Everything else is literal text. The default policy and
 the alert rules are copied into ``files/``, which Helm reads without templating
 (the alerts hold Prometheus' own ``{{ }}`` templates).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -45,6 +54,15 @@ CHART = Path("helm/gpu-admission")
 """The chart's directory, relative to deploy/."""
 
 _PLACEHOLDER = re.compile(r"'?@@(\d+)@@'?")
+
+SCOPED_FIELDS = ("rules", "objectSelector", "matchConditions")
+"""The fields of a webhook its policy decides, which the chart takes from its scope."""
+
+_SCOPED = "x-gpu-admission-scope"
+"""A key put, with the webhook's name, where its scoped fields go while it is dumped:
+its line becomes the template action that writes them."""
+
+_SCOPED_LINE = re.compile(rf"^( *){_SCOPED}: ([a-z0-9.-]+)$", re.MULTILINE)
 
 RELEASE_NAMESPACE = "release-namespace-of-the-chart"
 """What the configurations are rendered with as their own namespace: wherever it is left
@@ -101,7 +119,49 @@ def _templated_hook(
         f'{{{{ include "gpu-admission.timeoutSeconds" '
         f"(list . {json.dumps(key)} {hook['timeoutSeconds']}) }}}}"
     )
+    for field in SCOPED_FIELDS:
+        templated.pop(field, None)
+    templated[_SCOPED] = hook["name"]
     return templated
+
+
+def webhook_scope(policy: Policy, policy_text: str) -> dict[str, Any]:
+    """What `policy` decides of each webhook (``SCOPED_FIELDS``), by webhook name, with
+    the sha256 of `policy_text` (the exact text the chart is given as its policy)."""
+    endpoint = Endpoint(ca_bundle="", service_name=SERVICE, service_namespace=RELEASE_NAMESPACE)
+    configurations = render_webhook_configurations(
+        policy, endpoint, own_namespace=RELEASE_NAMESPACE
+    )
+    webhooks = {
+        hook["name"]: {field: hook[field] for field in SCOPED_FIELDS if field in hook}
+        for configuration in configurations
+        for hook in configuration["webhooks"]
+    }
+    if RELEASE_NAMESPACE in json.dumps(webhooks):
+        raise ValueError("a scoped field of a webhook names the service's own namespace")
+    return {
+        "policySha256": hashlib.sha256(policy_text.encode("utf-8")).hexdigest(),
+        "webhooks": webhooks,
+    }
+
+
+def helm_values(policy: Policy, policy_text: str) -> str:
+    """The values that install the chart with `policy`: the policy and its webhooks'
+    scope, as a YAML file for ``helm install -f``."""
+    values = {"policy": policy_text, "webhookScope": webhook_scope(policy, policy_text)}
+    return yaml.dump(values, Dumper=_LiteralDumper, sort_keys=False, width=100)
+
+
+class _LiteralDumper(yaml.SafeDumper):
+    """Multi-line strings (the policy) as literal blocks, readable and exact."""
+
+
+def _literal(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_LiteralDumper.add_representer(str, _literal)
 
 
 def webhooks_template(policy: Policy, header: str) -> str:
@@ -136,7 +196,26 @@ def webhooks_template(policy: Policy, header: str) -> str:
         '{{- include "gpu-admission.checkWebhookKeys" '
         f"(list . (list {' '.join(json.dumps(k) for k in keys)})) }}}}\n"
     )
-    return header + check + template.fill(dumped)
+    # The policy in force and the scope of its webhooks go together.
+    check += '{{- include "gpu-admission.checkWebhookScope" . }}\n'
+    return header + check + _scoped_lines(template.fill(dumped))
+
+
+def _scoped_lines(filled: str) -> str:
+    """Each webhook's line of its scoped fields, as the action that writes them indented
+    as the line was (``nindent``, the line's own indentation trimmed by ``{{-``)."""
+
+    def action(match: re.Match[str]) -> str:
+        indent, name = match.group(1), match.group(2)
+        return (
+            f'{indent}{{{{- include "gpu-admission.scopedFields" (list . {json.dumps(name)})'
+            f" | nindent {len(indent)} }}}}"
+        )
+
+    found = _SCOPED_LINE.sub(action, filled)
+    if _SCOPED in found:
+        raise ValueError("a webhook's scoped fields were left unplaced")
+    return found
 
 
 def alerts_rules(alerts_text: str) -> str:

@@ -21,13 +21,14 @@ stale files, and the unit tests fail when one is stale.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from webhook.install.chart import CHART, alerts_rules, webhooks_template
+from webhook.install.chart import CHART, alerts_rules, webhook_scope, webhooks_template
 from webhook.install.configurations import Endpoint, render_webhook_configurations
 from webhook.install.names import NAMESPACE, SERVICE
 from webhook.policy import Policy, load_default_policy
@@ -140,6 +141,11 @@ def chart_files(deploy_dir: Path) -> list[GeneratedFile]:
             webhooks_template(load_default_policy(), CHART_WEBHOOKS_HEADER),
         ),
         GeneratedFile(CHART / "files/policy.yaml", policy_copy(DEFAULT_POLICY)),
+        GeneratedFile(
+            CHART / "files/webhook-scope.json",
+            json.dumps(webhook_scope(load_default_policy(), policy_copy(DEFAULT_POLICY)), indent=2)
+            + "\n",
+        ),
     ]
     alerts = deploy_dir / "monitoring" / "alerts.yaml"
     if alerts.is_file():

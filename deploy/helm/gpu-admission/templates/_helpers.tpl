@@ -220,3 +220,38 @@ matchLabelKeys where it sets none.
 {{- end -}}
 {{- with $constraints }}{{ toYaml . }}{{ end -}}
 {{- end -}}
+
+{{/*
+What the policy in force decides of each webhook (rules, objectSelector, matchConditions),
+as JSON: the webhookScope value (`gpu-admission manifests helm-values --policy FILE`
+prints it with the policy) or the default policy's (files/webhook-scope.json).
+*/}}
+{{- define "gpu-admission.webhookScope" -}}
+{{- if .Values.webhookScope -}}
+{{- toJson .Values.webhookScope -}}
+{{- else -}}
+{{- .Files.Get "files/webhook-scope.json" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The scoped fields of one webhook, as YAML: (list . "WEBHOOK NAME"). */}}
+{{- define "gpu-admission.scopedFields" -}}
+{{- $root := index . 0 -}}
+{{- $name := index . 1 -}}
+{{- $webhooks := (include "gpu-admission.webhookScope" $root | fromJson).webhooks | default dict -}}
+{{- if not (hasKey $webhooks $name) -}}
+{{- fail (printf "webhookScope holds no webhook %s: print it again with `gpu-admission manifests helm-values --policy FILE` of this chart's version" $name) -}}
+{{- end -}}
+{{- toYaml (index $webhooks $name) -}}
+{{- end -}}
+
+{{/*
+The policy in force and the scope of its webhooks go together: webhooks rendered from
+another policy would select pods by a label, taint or resource it does not use.
+*/}}
+{{- define "gpu-admission.checkWebhookScope" -}}
+{{- $scope := include "gpu-admission.webhookScope" . | fromJson -}}
+{{- if ne (include "gpu-admission.policy" . | sha256sum) ($scope.policySha256 | default "") -}}
+{{- fail "the policy value needs webhook configurations rendered from it: install with `-f VALUES`, where VALUES is what `gpu-admission manifests helm-values --policy FILE` prints (the policy and its webhookScope), instead of `--set-file policy=FILE` alone" -}}
+{{- end -}}
+{{- end -}}
