@@ -325,6 +325,81 @@ def test_an_upgrade_keeps_the_certificates_certs_rotate_renewed(
     controlplane.apply(example("mig-inference-pod.yaml"), namespace=opted_in)
 
 
+TEAM_LABEL = "team.example/class"
+
+
+def helm_values(policy: Path, directory: Path) -> Path:
+    """What `gpu-admission manifests helm-values --policy POLICY` prints, as a file."""
+    values = directory / f"{policy.stem}-values.yaml"
+    printed = subprocess.run(
+        [sys.executable, "-m", "webhook.cli", "manifests", "helm-values", "--policy", str(policy)],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    values.write_text(printed.stdout, "utf-8")
+    return values
+
+
+def class_pod(name: str, label: str) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "labels": {label: "inference"}},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "registry.example/app:1",
+                        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                    }
+                ]
+            },
+        }
+    )
+
+
+def test_a_policy_of_its_own_labels_is_installed_with_webhooks_that_select_its_pods(
+    controlplane: ControlPlane, release: Release, opted_in: str, tmp_path: Path
+) -> None:
+    """`--set-file policy=` alone is refused; the values `manifests helm-values` prints
+    install the policy with webhooks selecting its workload label, not the default's."""
+    policy = tmp_path / "team.yaml"
+    policy.write_text(
+        (REPO / "policies" / "default.yaml")
+        .read_text("utf-8")
+        .replace("gpu-admission.io/workload", TEAM_LABEL),
+        "utf-8",
+    )
+    values = helm_values(policy, tmp_path)
+    refused = release.helm(
+        "upgrade", RELEASE, str(CHART), "--reuse-values", "--set-file", f"policy={policy}",
+        check=False,
+    )  # fmt: skip
+    assert refused.returncode != 0
+    assert "gpu-admission manifests helm-values --policy FILE" in refused.stderr
+
+    release.helm("upgrade", RELEASE, str(CHART), "--reuse-values", "-f", str(values))
+    release.server.start(policy)
+    try:
+        controlplane.apply(class_pod("team-pod", TEAM_LABEL), namespace=opted_in)
+        refused_old = controlplane.apply(
+            class_pod("old-label-pod", "gpu-admission.io/workload"),
+            namespace=opted_in,
+            check=False,
+        )
+
+        mutated = controlplane.get_json("pod", "team-pod", opted_in)["spec"]
+        assert mutated.get("priorityClassName") == "inference-priority"
+        # The default label is no class of this policy: a GPU pod carrying only it is
+        # judged as a pod of no class, and told the label to set.
+        assert refused_old.returncode != 0
+        assert f"has no label {TEAM_LABEL}" in refused_old.stderr
+    finally:
+        default = helm_values(REPO / "policies" / "default.yaml", tmp_path)
+        release.helm("upgrade", RELEASE, str(CHART), "--reuse-values", "-f", str(default))
+        release.server.start()
+
+
 def test_uninstall_leaves_no_webhook_configuration_and_nothing_of_the_release(
     controlplane: ControlPlane, release: Release, opted_in: str
 ) -> None:
