@@ -51,6 +51,7 @@ from benchmarks.attack import (
     stop_server,
     wait_until_healthy,
 )
+from tests.builders import tenant_replica_set
 from tests.e2e.build_controlplane import ensure_binaries
 from webhook.kube.client import api_client
 
@@ -61,31 +62,13 @@ AUDIT_DONE = b'"audit done"'
 AUDIT_TIMEOUT = 600.0
 
 
-def replica_set(name: str, value_bytes: int) -> dict[str, Any]:
-    """A ReplicaSet of zero replicas with one environment value of ``value_bytes``."""
-    labels = {"app": name}
-    env = [{"name": "BLOB", "value": "x" * value_bytes}]
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "ReplicaSet",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": 0,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": "main", "image": "busybox", "env": env}]},
-            },
-        },
-    }
-
-
 def fill(api: Any, count: int, value_bytes: int) -> None:
     """The namespace's ReplicaSets made ``count``, adding those missing."""
     apps: Any = client.AppsV1Api(api)
     have = len(apps.list_namespaced_replica_set(NAMESPACE, limit=1000).items)
     for index in range(have, count):
-        apps.create_namespaced_replica_set(NAMESPACE, replica_set(f"big-{index:03}", value_bytes))
+        replica_set = tenant_replica_set(f"big-{index:03}", value_bytes)
+        apps.create_namespaced_replica_set(NAMESPACE, replica_set)
 
 
 def start_replica(

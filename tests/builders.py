@@ -180,3 +180,23 @@ def claiming_pod(workload: str | None = "inference", **claims: str) -> dict[str,
         containers=[claiming_container("app", *claims)],
         resourceClaims=from_templates(**claims),
     )
+
+
+def tenant_replica_set(name: str, value_bytes: int) -> dict[str, Any]:
+    """A ReplicaSet of zero replicas (never sent to a webhook) carrying one environment
+    value of `value_bytes`: what any tenant may store for the audit to read."""
+    labels = {"app": name}
+    env = [{"name": "BLOB", "value": "x" * value_bytes}]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "main", "image": "busybox", "env": env}]},
+            },
+        },
+    }

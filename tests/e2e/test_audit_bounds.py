@@ -21,6 +21,7 @@ import pytest
 from kubernetes import client
 from prometheus_client import CollectorRegistry
 
+from tests.builders import tenant_replica_set
 from webhook.engine import Engine
 from webhook.engine.inventory import Inventory
 from webhook.engine.templates import POD, TemplateKind
@@ -263,24 +264,6 @@ GHOST = {
 }
 
 
-def tenant_replica_set(name: str) -> dict[str, Any]:
-    env = [{"name": "BLOB", "value": "x" * VALUE_BYTES}]
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "ReplicaSet",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": 0,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": "main", "image": "busybox", "env": env}]},
-            },
-        },
-    }
-
-
 def cronjob(name: str, owners: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     template = {"spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}}  # fmt: skip
     metadata: dict[str, Any] = {"name": name}
@@ -308,7 +291,9 @@ def tenant(controlplane: ControlPlane, api: Any) -> Iterator[None]:
         apps = client.AppsV1Api(api)
         batch = client.BatchV1Api(api)
         for index in range(TENANT_SIZED):
-            apps.create_namespaced_replica_set(TENANT, tenant_replica_set(f"big-{index}"))
+            apps.create_namespaced_replica_set(
+                TENANT, tenant_replica_set(f"big-{index}", VALUE_BYTES)
+            )
         batch.create_namespaced_cron_job(TENANT, cronjob("fake-owned", [GHOST]))
         real = batch.create_namespaced_cron_job(TENANT, cronjob("real-owner"))
         owner = {"apiVersion": "batch/v1", "kind": "CronJob", "name": "real-owner", "uid": real.metadata.uid, "controller": True}  # fmt: skip
@@ -338,7 +323,9 @@ def test_tenant_sized_objects_cost_the_audit_one_object_at_a_time(
     """Ten ReplicaSets of 1.2 MB on one page: read whole, the page alone held 12 MB raw
     and 12 MB parsed (the issue's replica grew by 200 MiB with 40). Now the run's peak
     is that of judging one of them, and little more, whatever the page holds."""
-    one = tenant_replica_set("alone") | {"metadata": {"name": "alone", "namespace": TENANT}}
+    one = tenant_replica_set("alone", VALUE_BYTES) | {
+        "metadata": {"name": "alone", "namespace": TENANT}
+    }
     replica_set_kind = next(kind for kind in engine.kinds if kind.kind == "ReplicaSet")
     _, judging_one = traced_peak(lambda: judge_object(engine, one, replica_set_kind))
 

@@ -136,7 +136,8 @@ class TestTheBindingOfAClassPod:
             "gpu-admission denied binding of pod 'ml/server' to node 'gpu-node-1', judged by "
             "its claims as the scheduler allocated them: "
         )
-        assert "no GPU" in decision.message or "nvidia.com/gpu" in decision.message
+        assert "inference pod requests no GPU" in decision.message
+        assert decision.message.endswith("or create the pod again")
 
     def test_is_refused_when_its_template_claim_was_replaced_by_one_asking_for_nothing(
         self, engine: Engine
