@@ -31,6 +31,12 @@ from typing import NamedTuple
 
 MODULE_DIR = Path(__file__).resolve().parent / "controlplane"
 HELM_MODULE_DIR = Path(__file__).resolve().parent / "helm"
+NODE_MODULE_DIR = Path(__file__).resolve().parent / "node"
+CONTAINERD_MODULE = "github.com/containerd/containerd/v2"
+CNI_PLUGINS_MODULE = "github.com/containernetworking/plugins"
+# Snapshotters and graph drivers that need C headers or kernel modules the real
+# node does not use (it runs on overlayfs): containerd's own build tags leave them out.
+CONTAINERD_TAGS = "no_btrfs,no_devmapper,no_zfs,no_aufs"
 ORACLE_MODULE_DIR = Path(__file__).resolve().parents[1] / "differential" / "oracle"
 ORACLE_SOURCES = ("go.mod", "go.sum", "main.go")
 HELM_MODULE = "helm.sh/helm/v4"
@@ -59,10 +65,18 @@ class Binary(NamedTuple):
     # was built from beside it (``.<name>.version``): the cache directory follows
     # the Kubernetes version only, so a bumped Helm must not reuse the old one.
     pinned_module: str | None = None
+    # Go build tags, comma-separated.
+    tags: str = ""
+
+
+def _cni_plugin(name: str, group: str) -> Binary:
+    package = f"{CNI_PLUGINS_MODULE}/plugins/{group}/{name}"
+    return Binary(f"cni/{name}", package, 0.3, NODE_MODULE_DIR, CNI_PLUGINS_MODULE)
 
 
 # etcd first: it is the quickest and proves the toolchain works before the
-# long Kubernetes builds start. helm last: only the chart's tests need it.
+# long Kubernetes builds start. helm, then the real node's parts (kubelet,
+# kube-proxy, containerd, the CNI plugins) last: only the chart's tests need them.
 BINARIES: tuple[Binary, ...] = (
     Binary("etcd", "go.etcd.io/etcd/server/v3", 1.5),
     Binary("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver", 9),
@@ -70,6 +84,21 @@ BINARIES: tuple[Binary, ...] = (
     Binary("kube-scheduler", "k8s.io/kubernetes/cmd/kube-scheduler", 1),
     Binary("kubectl", "k8s.io/kubernetes/cmd/kubectl", 1.5),
     Binary("helm", f"{HELM_MODULE}/cmd/helm", 5, HELM_MODULE_DIR, HELM_MODULE),
+    Binary("kubelet", "k8s.io/kubernetes/cmd/kubelet", 2.5),
+    Binary("kube-proxy", "k8s.io/kubernetes/cmd/kube-proxy", 1),
+    Binary(
+        "containerd",
+        f"{CONTAINERD_MODULE}/cmd/containerd",
+        3,
+        NODE_MODULE_DIR,
+        CONTAINERD_MODULE,
+        CONTAINERD_TAGS,
+    ),
+    Binary("ctr", f"{CONTAINERD_MODULE}/cmd/ctr", 0.5, NODE_MODULE_DIR, CONTAINERD_MODULE),
+    _cni_plugin("bridge", "main"),
+    _cni_plugin("loopback", "main"),
+    _cni_plugin("host-local", "ipam"),
+    _cni_plugin("portmap", "meta"),
 )
 
 
@@ -142,7 +171,8 @@ def helm_ldflags(version: str) -> list[str]:
 
 
 def _version_stamp(binary: Binary, directory: Path) -> Path:
-    return directory / f".{binary.name}.version"
+    target = directory / binary.name
+    return target.with_name(f".{target.name}.version")
 
 
 def _is_built(binary: Binary, directory: Path) -> bool:
@@ -223,10 +253,13 @@ def _build_one(
     # is atomic, so an interrupted build never leaves a truncated binary that
     # a later run would take for a finished one.
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    tags = [f"-tags={binary.tags}"] if binary.tags else []
     command = [
         go,
         "build",
         "-trimpath",
+        *tags,
         "-ldflags=" + " ".join(["-s", "-w", *ldflags]),
         "-o",
         str(partial),
@@ -293,7 +326,8 @@ def ensure_binaries() -> Path:
                 _build_one(go, binary, target, kubernetes_ldflags, progress)
                 continue
             pinned = required_version(binary.pinned_module, binary.module_dir)
-            _build_one(go, binary, target, helm_ldflags(pinned), progress)
+            ldflags = helm_ldflags(pinned) if binary.pinned_module == HELM_MODULE else []
+            _build_one(go, binary, target, ldflags, progress)
             _version_stamp(binary, directory).write_text(pinned + "\n")
     _log(f"control plane {version} ready in {directory} ({time.monotonic() - started:.0f}s)")
     return directory
