@@ -95,6 +95,13 @@ BINARIES: tuple[Binary, ...] = (
         CONTAINERD_TAGS,
     ),
     Binary("ctr", f"{CONTAINERD_MODULE}/cmd/ctr", 0.5, NODE_MODULE_DIR, CONTAINERD_MODULE),
+    Binary(
+        "containerd-shim-runc-v2",
+        f"{CONTAINERD_MODULE}/cmd/containerd-shim-runc-v2",
+        0.5,
+        NODE_MODULE_DIR,
+        CONTAINERD_MODULE,
+    ),
     _cni_plugin("bridge", "main"),
     _cni_plugin("loopback", "main"),
     _cni_plugin("host-local", "ipam"),

@@ -57,7 +57,12 @@ def apiserver_command(
     ports: Ports,
     cert_dir: Path,
     admission_config: Path | None = None,
+    *,
+    address: str = "127.0.0.1",
+    service_cidr: str = SERVICE_CLUSTER_IP_RANGE,
 ) -> list[str]:
+    """``address``: where it listens and what it advertises (loopback unless a real
+    node's pods must reach it, through the ``kubernetes`` Service's endpoints)."""
     # An AdmissionConfiguration configures built-in admission plugins (e.g. ResourceQuota's
     # limitedResources); without one every plugin keeps its upstream default.
     admission = [f"--admission-control-config-file={admission_config}"] if admission_config else []
@@ -68,11 +73,11 @@ def apiserver_command(
         f"--tls-cert-file={pki.apiserver.cert}",
         f"--tls-private-key-file={pki.apiserver.key}",
         f"--secure-port={ports.apiserver}",
-        "--bind-address=127.0.0.1",
+        f"--bind-address={address}",
         # Without it the apiserver looks for the default route's address and a
         # machine without one fails with "Unable to find suitable network address".
-        "--advertise-address=127.0.0.1",
-        f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+        f"--advertise-address={address}",
+        f"--service-cluster-ip-range={service_cidr}",
         "--allow-privileged=true",
         "--authorization-mode=RBAC",
         f"--client-ca-file={pki.ca.cert}",
@@ -87,10 +92,10 @@ def apiserver_command(
         f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
         f"--service-account-key-file={pki.service_account_public_key}",
         f"--service-account-signing-key-file={pki.service_account_private_key}",
-        # The "kubernetes" Service's endpoints would point at 127.0.0.1, which
-        # Endpoints validation rejects ("may not be in the loopback range"),
-        # and no pod runs to use them anyway.
-        "--endpoint-reconciler-type=none",
+        # On loopback the "kubernetes" Service's endpoints would point at 127.0.0.1,
+        # which Endpoints validation rejects ("may not be in the loopback range"),
+        # and no pod runs to use them anyway; a real node's pods do.
+        f"--endpoint-reconciler-type={'none' if address == '127.0.0.1' else 'lease'}",
         *admission,
     ]
 

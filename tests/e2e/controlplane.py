@@ -19,6 +19,7 @@ from types import TracebackType
 
 from .cluster import Cluster
 from .components import (
+    SERVICE_CLUSTER_IP_RANGE,
     Ports,
     apiserver_command,
     controller_manager_command,
@@ -39,6 +40,13 @@ START_TIMEOUT = 120.0
 __all__ = ["ComponentFailed", "ControlPlane"]
 
 
+def _without_flags(command: list[str], replacing: tuple[str, ...]) -> list[str]:
+    """`command` less the flags `replacing` sets again: list flags such as
+    ``--authorization-mode`` add up rather than the last one winning."""
+    names = {flag.split("=", 1)[0] for flag in replacing}
+    return [part for part in command if part.split("=", 1)[0] not in names]
+
+
 class ControlPlane(Cluster):
     """The control plane and, through :class:`Cluster`, kubectl as its admin."""
 
@@ -49,20 +57,32 @@ class ControlPlane(Cluster):
         *,
         controllers: bool = True,
         extra_apiserver_flags: tuple[str, ...] = (),
+        extra_controller_manager_flags: tuple[str, ...] = (),
+        apiserver_address: str = "127.0.0.1",
+        service_cidr: str = SERVICE_CLUSTER_IP_RANGE,
+        kubernetes_service_ip: str = "10.0.0.1",
+        node_name: str | None = None,
     ) -> None:
         """``controllers=False`` starts etcd and kube-apiserver only (a benchmark of
         writes wants no scheduler or controller-manager watching what it writes);
-        ``extra_apiserver_flags`` are appended to kube-apiserver's command."""
+        ``extra_apiserver_flags`` are appended to kube-apiserver's command. A real
+        node's cluster gives kube-apiserver an address its pods reach, a Service
+        range of the node's and credentials for that node's kubelet and kube-proxy."""
         self.bin_dir = bin_dir
         self.controllers = controllers
         self.extra_apiserver_flags = extra_apiserver_flags
+        self.extra_controller_manager_flags = extra_controller_manager_flags
+        self.apiserver_address = apiserver_address
+        self.service_cidr = service_cidr
+        self.kubernetes_service_ip = kubernetes_service_ip
+        self.node_name = node_name
         # A directory we made ourselves is ours to remove on stop; one handed
         # in (pytest's tmp_path) is left for the caller and its retention rules.
         self._owns_work_dir = work_dir is None
         self.work_dir = work_dir or Path(tempfile.mkdtemp(prefix="gpu-admission-e2e-"))
         etcd_port, apiserver_port, scheduler_port, cm_port = free_ports(4)
         self.ports = Ports(etcd_port, apiserver_port, scheduler_port, cm_port)
-        self.api_url = f"https://127.0.0.1:{apiserver_port}"
+        self.api_url = f"https://{apiserver_address}:{apiserver_port}"
         self.etcd_url = f"http://127.0.0.1:{etcd_port}"
         super().__init__(
             kubectl_binary=bin_dir / "kubectl",
@@ -122,7 +142,12 @@ class ControlPlane(Cluster):
     def _start_all(self) -> None:
         pki_dir = self.work_dir / "pki"
         pki_dir.mkdir(parents=True, exist_ok=True)
-        pki = self._pki = create_pki(pki_dir)
+        apiserver_ips = tuple(dict.fromkeys(("127.0.0.1", self.apiserver_address)))
+        pki = self._pki = create_pki(
+            pki_dir,
+            apiserver_ips=(*apiserver_ips, self.kubernetes_service_ip),
+            node_name=self.node_name,
+        )
         ports = self.ports
 
         self._launch(
@@ -144,8 +169,16 @@ class ControlPlane(Cluster):
         self._launch(
             "kube-apiserver",
             [
-                *apiserver_command(
-                    self.bin_dir / "kube-apiserver", pki, ports, self.work_dir / "apiserver-certs"
+                *_without_flags(
+                    apiserver_command(
+                        self.bin_dir / "kube-apiserver",
+                        pki,
+                        ports,
+                        self.work_dir / "apiserver-certs",
+                        address=self.apiserver_address,
+                        service_cidr=self.service_cidr,
+                    ),
+                    self.extra_apiserver_flags,
                 ),
                 *self.extra_apiserver_flags,
             ],
@@ -185,18 +218,38 @@ class ControlPlane(Cluster):
         )
         self._launch(
             "kube-controller-manager",
-            controller_manager_command(
-                self.bin_dir / "kube-controller-manager",
-                pki,
-                cm_kubeconfig,
-                ports,
-                self.work_dir / "controller-manager-certs",
-            ),
+            [
+                *_without_flags(
+                    controller_manager_command(
+                        self.bin_dir / "kube-controller-manager",
+                        pki,
+                        cm_kubeconfig,
+                        ports,
+                        self.work_dir / "controller-manager-certs",
+                    ),
+                    self.extra_controller_manager_flags,
+                ),
+                *self.extra_controller_manager_flags,
+            ],
             http_ok(f"https://127.0.0.1:{ports.controller_manager}/healthz", insecure_tls()),
         )
 
-    def _launch(self, name: str, command: list[str], probe: Callable[[], bool]) -> None:
-        component = Component(name, command, self.log_dir / f"{name}.log")
+    def _launch(
+        self,
+        name: str,
+        command: list[str],
+        probe: Callable[[], bool],
+        *,
+        network_namespace: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        component = Component(
+            name,
+            command,
+            self.log_dir / f"{name}.log",
+            network_namespace=network_namespace,
+            env=env,
+        )
         component.start()
         self._components.append(component)
         seconds = component.wait_healthy(probe, START_TIMEOUT)

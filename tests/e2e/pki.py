@@ -32,6 +32,10 @@ class ControlPlanePki:
     # The key pair that signs and verifies service-account tokens.
     service_account_private_key: Path
     service_account_public_key: Path
+    # A real node's kubelet (system:node:<name> in system:nodes, for the Node
+    # authorizer) and kube-proxy (system:kube-proxy, bound by bootstrap RBAC).
+    kubelet: KeyPairPaths | None = None
+    kube_proxy: KeyPairPaths | None = None
 
 
 def _write_service_account_keys(directory: Path) -> tuple[Path, Path]:
@@ -55,15 +59,22 @@ def _write_service_account_keys(directory: Path) -> tuple[Path, Path]:
     return private_path, public_path
 
 
-def create_pki(directory: Path) -> ControlPlanePki:
+def create_pki(
+    directory: Path,
+    *,
+    apiserver_ips: tuple[str, ...] = ("127.0.0.1", "10.0.0.1"),
+    node_name: str | None = None,
+) -> ControlPlanePki:
     """One CA that signs the apiserver's serving certificate and every client
-    certificate; the apiserver trusts it as ``--client-ca-file``."""
+    certificate; the apiserver trusts it as ``--client-ca-file``. ``apiserver_ips``
+    are the addresses it is reached at (its own and the ``kubernetes`` Service's);
+    with ``node_name`` the kubelet and kube-proxy of that real node get theirs."""
     ca = create_ca("gpu-admission-e2e-ca", days=3650)
     serving = issue_serving_certificate(
         ca,
         "kube-apiserver",
         dns_names=["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"],
-        ip_addresses=["127.0.0.1", "10.0.0.1"],
+        ip_addresses=list(apiserver_ips),
         days=365,
     )
     # Kubernetes reads CN as the user and O as the groups. The scheduler and
@@ -73,6 +84,14 @@ def create_pki(directory: Path) -> ControlPlanePki:
     scheduler = issue_client_certificate(ca, "system:kube-scheduler", days=365)
     controller_manager = issue_client_certificate(ca, "system:kube-controller-manager", days=365)
     private_key, public_key = _write_service_account_keys(directory)
+    kubelet = kube_proxy = None
+    if node_name is not None:
+        kubelet_cert = issue_client_certificate(
+            ca, f"system:node:{node_name}", organizations=["system:nodes"], days=365
+        )
+        kubelet = KeyPairPaths(*write_key_pair(directory, "kubelet", kubelet_cert))
+        proxy_cert = issue_client_certificate(ca, "system:kube-proxy", days=365)
+        kube_proxy = KeyPairPaths(*write_key_pair(directory, "kube-proxy", proxy_cert))
     return ControlPlanePki(
         ca=KeyPairPaths(*write_key_pair(directory, "ca", ca)),
         front_proxy_ca=KeyPairPaths(
@@ -86,4 +105,6 @@ def create_pki(directory: Path) -> ControlPlanePki:
         ),
         service_account_private_key=private_key,
         service_account_public_key=public_key,
+        kubelet=kubelet,
+        kube_proxy=kube_proxy,
     )

@@ -18,6 +18,7 @@ from pathlib import Path
 LOG_TAIL_LINES = 40
 
 _PR_SET_PDEATHSIG = 1
+_CLONE_NEWNET = 0x40000000
 
 
 class ComponentFailed(RuntimeError):
@@ -32,13 +33,43 @@ def _die_with_parent() -> None:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+def _enter_network_namespace(path: Path) -> Callable[[], None]:
+    """A pre-exec step that moves the child into the network namespace at `path`
+    and nothing else: unlike ``ip netns exec`` it keeps the mount namespace, so
+    kubelet's volume mounts are the ones containerd and runc see."""
+
+    def enter() -> None:
+        _die_with_parent()
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            if libc.setns(fd, _CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), f"setns {path}")
+        finally:
+            os.close(fd)
+
+    return enter
+
+
 class Component:
     """A started component process and its log."""
 
-    def __init__(self, name: str, command: Sequence[str], log_path: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        command: Sequence[str],
+        log_path: Path,
+        *,
+        network_namespace: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        """``network_namespace``: the path of a namespace (``/run/netns/<name>``) the
+        process runs in; ``env``: added to the test's environment."""
         self.name = name
         self.command = list(command)
         self.log_path = log_path
+        self.network_namespace = network_namespace
+        self.env = env
         self._process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -49,7 +80,12 @@ class Component:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent,
+                env={**os.environ, **self.env} if self.env else None,
+                preexec_fn=(
+                    _die_with_parent
+                    if self.network_namespace is None
+                    else _enter_network_namespace(self.network_namespace)
+                ),
             )
 
     @property
