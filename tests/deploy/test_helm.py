@@ -29,6 +29,7 @@ from tests.e2e.build_controlplane import GoToolchainMissing, bin_dir, ensure_bin
 from webhook.install.chart import CHART, short_name
 from webhook.install.configurations import Endpoint, render_webhook_configurations
 from webhook.install.manifests import SYNC_COMMAND, chart_files
+from webhook.install.scope import SCOPE_ANNOTATION, scope_digest
 from webhook.policy import load_default_policy
 from webhook.policy.load import default_policy_text, load_policy_text
 from webhook.tls.pki import certificates_from_pem
@@ -129,6 +130,13 @@ def normalized(chart: Objects, kustomized: Objects) -> tuple[dict[Any, Any], dic
                 del obj["spec"]["template"]["metadata"]["annotations"]
     # 6. The chart's quota for its replicas' priority class (values: priorityClassQuota).
     chart = [o for o in chart if o["kind"] != "ResourceQuota"]
+    # 7. The policy ConfigMap's webhook-scope annotation, which kustomize cannot compute
+    # (docs/troubleshooting.md: kustomize users take it from `manifests webhooks`).
+    for obj in chart:
+        if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == "gpu-admission-policy":
+            del obj["metadata"]["annotations"][SCOPE_ANNOTATION]
+            if not obj["metadata"]["annotations"]:
+                del obj["metadata"]["annotations"]
     for obj in kustomized:
         if obj["kind"] == "ConfigMap" and obj["metadata"]["name"].startswith(
             "gpu-admission-policy-"
@@ -408,6 +416,36 @@ def test_the_webhooks_select_the_pods_of_the_policy_given_not_the_default_ones(
         [one(objects, "MutatingWebhookConfiguration")["webhooks"][0]["objectSelector"]]
     )
     assert "team.example/class" in selectors and "gpu-admission.io/workload" not in selectors
+
+
+def test_the_policy_configmap_carries_the_digest_of_the_default_policys_webhook_scope(
+    helm: Path,
+) -> None:
+    config_map = one(template(helm), "ConfigMap", "gpu-admission-policy")
+
+    annotation = config_map["metadata"]["annotations"][SCOPE_ANNOTATION]
+    assert annotation == scope_digest(load_default_policy())
+
+
+def test_the_policy_configmap_carries_the_digest_of_its_own_policys_webhook_scope(
+    helm: Path, tmp_path: Path
+) -> None:
+    """Computed by the chart from the webhookScope value as `gpu-admission` computes it,
+    CEL's `&&` and `>` included."""
+    text = (
+        default_policy_text()
+        .replace("workload: gpu-admission.io/workload", "workload: team.example/class", 1)
+        .replace("gpu: nvidia.com/gpu ", "gpu: amd.com/gpu ", 1)
+    )
+    policy = tmp_path / "team.yaml"
+    policy.write_text(text, "utf-8")
+
+    objects = template(helm, "-f", str(helm_values(policy, tmp_path)))
+
+    annotation = one(objects, "ConfigMap", "gpu-admission-policy")["metadata"]["annotations"]
+    expected = scope_digest(load_policy_text(text, "team.yaml"))
+    assert annotation[SCOPE_ANNOTATION] == expected
+    assert expected != scope_digest(load_default_policy())
 
 
 def test_a_policy_given_without_the_scope_of_its_webhooks_is_refused_with_the_command(

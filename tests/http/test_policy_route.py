@@ -18,7 +18,11 @@ from webhook.http.metrics import Metrics
 from webhook.http.offload import ReviewWorker
 from webhook.http.policy_check import MAX_POLICY_BYTES, POLICY_KEY, PROBLEMS_LIMIT
 from webhook.http.policy_route import POLICY_BODY_BYTES
+from webhook.install.configurations import Endpoint, render_webhook_configurations
+from webhook.install.scope import FIX, SCOPE_ANNOTATION, LiveWebhooks, scope_digest
+from webhook.policy import load_policy_text
 from webhook.policy.load import MAX_VALUES, default_policy_text
+from webhook.service.webhook_scope import NOT_COMPARED, ScopeCheck
 
 NAME = "gpu-admission-policy"
 NAMESPACE = "gpu-admission"
@@ -295,3 +299,123 @@ def test_a_policy_is_compiled_in_the_review_worker_with_the_same_verdict(
     assert broken["allowed"] is False
     assert "gpusPerNod" in broken["status"]["message"]
     assert serving["allowed"] is True
+
+
+# -- the webhook scope the policy needs, against the live configurations ---------------------
+
+RENAMED = default_policy_text().replace(
+    "workload: gpu-admission.io/workload", "workload: team.example/class"
+)
+ENDPOINT = Endpoint(ca_bundle="", service_name="gpu-admission", service_namespace=NAMESPACE)
+
+
+def live(text: str = default_policy_text()) -> LiveWebhooks:
+    """The live webhooks as installed from the policy `text`."""
+    policy = load_policy_text(text, "installed.yaml")
+    return LiveWebhooks.read(*render_webhook_configurations(policy, ENDPOINT))
+
+
+def annotated(review: dict[str, Any], text: str) -> dict[str, Any]:
+    """`review` with the annotation of the scope the policy `text` needs."""
+    digest = scope_digest(load_policy_text(text, "annotated.yaml"))
+    review["request"]["object"]["metadata"]["annotations"] = {SCOPE_ANNOTATION: digest}
+    return review
+
+
+def judged_by(engine: Engine, check: ScopeCheck, **options: Any) -> TestClient:
+    return TestClient(create_app(lambda: engine, scope_judge=lambda: check, **options))
+
+
+def test_a_policy_the_live_configurations_serve_is_admitted_without_a_warning(
+    engine: Engine,
+) -> None:
+    client = judged_by(engine, ScopeCheck(live()))
+
+    reply = client.post(PATH, json=policy_review(default_policy_text()))
+
+    assert response_of(reply) == {"uid": "cm-uid", "allowed": True}
+
+
+def test_a_policy_of_another_workload_label_is_refused_with_the_differences_and_the_fix(
+    engine: Engine,
+) -> None:
+    client = judged_by(engine, ScopeCheck(live()))
+
+    response = response_of(client.post(PATH, json=policy_review(RENAMED)))
+
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 403
+    message = response["status"]["message"]
+    assert message.startswith(
+        f"the policy in ConfigMap {NAMESPACE}/{NAME} needs webhook configurations other than "
+        "the live ones"
+    )
+    assert (
+        "its objectSelector selects gpu-admission.io/workload, the policy's workload label "
+        "is team.example/class"
+    ) in message
+    assert message.endswith(FIX)
+
+
+def test_the_same_policy_carrying_the_digest_of_its_scope_is_admitted(engine: Engine) -> None:
+    client = judged_by(engine, ScopeCheck(live()))
+
+    reply = client.post(PATH, json=annotated(policy_review(RENAMED), RENAMED))
+
+    assert response_of(reply) == {"uid": "cm-uid", "allowed": True}
+
+
+def test_an_update_that_keeps_an_old_annotation_is_compared_with_the_live_configurations(
+    engine: Engine,
+) -> None:
+    """`kubectl edit` of a ConfigMap a Helm release annotated keeps the annotation."""
+    client = judged_by(engine, ScopeCheck(live()))
+    review = annotated(policy_review(RENAMED, "UPDATE", old=default_policy_text()), RENAMED)
+    review["request"]["object"]["data"][POLICY_KEY] = RENAMED.replace(
+        "gpu: nvidia.com/gpu ", "gpu: amd.com/gpu ", 1
+    )
+
+    assert response_of(client.post(PATH, json=review))["allowed"] is False
+
+
+def test_with_the_live_configurations_unknown_a_policy_is_admitted_with_a_warning(
+    engine: Engine,
+) -> None:
+    client = judged_by(engine, ScopeCheck(None))
+
+    response = response_of(client.post(PATH, json=policy_review(RENAMED)))
+
+    assert response["allowed"] is True
+    assert response["warnings"] == [NOT_COMPARED]
+
+
+def test_a_broken_policy_is_refused_for_its_problems_before_its_scope(engine: Engine) -> None:
+    client = judged_by(engine, ScopeCheck(None))
+
+    response = response_of(client.post(PATH, json=policy_review(TWO_TYPOS)))
+
+    assert response["allowed"] is False
+    assert "does not load" in response["status"]["message"]
+
+
+def test_a_verdict_is_kept_for_the_live_configurations_it_was_given(engine: Engine) -> None:
+    judges = [ScopeCheck(live())]
+    client = TestClient(create_app(lambda: engine, scope_judge=lambda: judges[0]))
+
+    refused = response_of(client.post(PATH, json=policy_review(RENAMED)))
+    judges[0] = ScopeCheck(live(RENAMED))  # the configurations were applied meanwhile
+    admitted = response_of(client.post(PATH, json=policy_review(RENAMED)))
+
+    assert (refused["allowed"], admitted["allowed"]) == (False, True)
+
+
+def test_the_scope_is_judged_in_the_review_worker_with_the_same_verdicts(
+    engine: Engine, worker: ReviewWorker
+) -> None:
+    client = judged_by(engine, ScopeCheck(live()), worker=worker)
+
+    refused = response_of(client.post(PATH, json=policy_review(RENAMED)))
+    admitted = response_of(client.post(PATH, json=annotated(policy_review(RENAMED), RENAMED)))
+
+    assert refused["allowed"] is False and refused["status"]["message"].endswith(FIX)
+    assert admitted == {"uid": "cm-uid", "allowed": True}

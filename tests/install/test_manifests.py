@@ -20,11 +20,17 @@ import yaml
 from tests.e2e.build_controlplane import GoToolchainMissing, bin_dir, ensure_binaries
 from webhook.cli.manifests import add_manifest_commands
 from webhook.install.configurations import POLICY_WEBHOOK, Endpoint, render_webhook_configurations
-from webhook.install.manifests import SYNC_COMMAND, deploy_webhook_configurations, generated_files
+from webhook.install.manifests import (
+    SYNC_COMMAND,
+    deploy_webhook_configurations,
+    generated_files,
+    scope_annotation_note,
+)
 from webhook.install.names import TLS_SECRET
 from webhook.install.plan import render_install
+from webhook.install.scope import SCOPE_ANNOTATION, scope_digest
 from webhook.policy import Policy, load_default_policy, load_policy_file
-from webhook.policy.load import load_policy_text
+from webhook.policy.load import default_policy_text, load_policy_text
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 DEPLOY = REPOSITORY / "deploy"
@@ -592,6 +598,28 @@ def test_the_rotation_job_runs_as_hardened_as_the_service(base: Objects) -> None
     assert rotation["securityContext"] == container(base)["securityContext"]
     assert spec["restartPolicy"] == "Never"
     assert set(rotation["resources"]["requests"]) == set(rotation["resources"]["limits"])
+
+
+def test_installs_policy_configmap_carries_the_digest_of_its_policys_webhook_scope() -> None:
+    text = default_policy_text().replace(
+        "workload: gpu-admission.io/workload", "workload: team.example/class"
+    )
+    policy = load_policy_text(text, "team.yaml")
+
+    plan = render_install(policy, text, "")
+
+    [config_map] = [o for o in plan.objects if o["kind"] == "ConfigMap"]
+    assert config_map["metadata"]["annotations"] == {SCOPE_ANNOTATION: scope_digest(policy)}
+    assert config_map["data"]["policy.yaml"] == text
+
+
+def test_the_webhooks_printed_for_kustomize_say_the_annotation_of_their_policy() -> None:
+    policy = load_policy_text(default_policy_text().replace("nvidia.com/gpu ", "amd.com/gpu "), "p")
+
+    note = scope_annotation_note(policy)
+
+    assert f"#       {SCOPE_ANNOTATION}: {scope_digest(policy)}\n" in note
+    assert all(line.startswith("#") for line in note.splitlines())
 
 
 def test_install_sets_its_image_on_the_service_and_the_rotation_job() -> None:

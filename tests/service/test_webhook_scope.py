@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import pickle
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -11,15 +12,17 @@ from typing import Any
 import pytest
 
 from webhook.http.metrics import Metrics
+from webhook.http.policy_check import SCOPE_NOT_COMPARED
 from webhook.install.configurations import (
     MUTATING_WEBHOOK,
     VALIDATING_WEBHOOK,
     Endpoint,
     render_webhook_configurations,
 )
+from webhook.install.scope import LiveWebhooks, scope_digest
 from webhook.policy import Policy, load_default_policy, load_policy_text
 from webhook.policy.load import default_policy_text
-from webhook.service.webhook_scope import FIX, WebhookScope
+from webhook.service.webhook_scope import FIX, NOT_COMPARED, ScopeCheck, WebhookScope
 
 DEFAULT = load_default_policy()
 RENAMED = load_policy_text(
@@ -168,3 +171,73 @@ def wait_for(condition: Any, timeout: float = 5.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "not reached in time"
         time.sleep(0.05)
+
+
+# -- the judge of a policy ConfigMap's scope -------------------------------------------------
+
+NAME = "gpu-admission/gpu-admission-policy"
+
+
+def live(policy: Policy = DEFAULT) -> LiveWebhooks:
+    return LiveWebhooks.read(*installed(policy))
+
+
+def test_a_policy_the_live_configurations_serve_is_admitted() -> None:
+    assert ScopeCheck(live()).verdict(NAME, DEFAULT, None) is None
+
+
+def test_a_policy_of_another_workload_label_is_refused_saying_what_differs_and_the_fix() -> None:
+    refusal = ScopeCheck(live()).verdict(NAME, RENAMED, None)
+    assert refusal is not None
+    assert refusal.startswith(f"the policy in ConfigMap {NAME} needs webhook configurations")
+    assert (
+        f"{MUTATING_WEBHOOK}: its objectSelector selects gpu-admission.io/workload, "
+        "the policy's workload label is team.example/class"
+    ) in refusal
+    assert "more." in refusal  # every classed webhook selects by the label
+    assert refusal.endswith(FIX)
+
+
+def test_a_policy_whose_annotation_is_its_own_scopes_digest_is_admitted_before_the_configurations() -> (
+    None
+):
+    assert ScopeCheck(live()).verdict(NAME, RENAMED, scope_digest(RENAMED)) is None
+
+
+def test_an_annotation_of_another_scope_does_not_admit_a_policy() -> None:
+    assert ScopeCheck(live()).verdict(NAME, RENAMED, scope_digest(DEFAULT)) is not None
+
+
+def test_configurations_not_installed_refuse_a_policy() -> None:
+    _, validating = installed()
+    refusal = ScopeCheck(LiveWebhooks.read(None, validating)).verdict(NAME, DEFAULT, None)
+    assert refusal is not None and "is not installed" in refusal
+
+
+def test_without_live_configurations_a_policy_is_admitted_with_a_warning_of_no_comparison() -> None:
+    check = ScopeCheck(None)
+    assert check.verdict(NAME, RENAMED, None) == SCOPE_NOT_COMPARED
+    assert check.warning == NOT_COMPARED
+    assert "could not be compared" in NOT_COMPARED and NOT_COMPARED.endswith(FIX)
+
+
+def test_without_live_configurations_a_matching_annotation_admits_without_a_warning() -> None:
+    assert ScopeCheck(None).verdict(NAME, RENAMED, scope_digest(RENAMED)) is None
+
+
+def test_the_judge_of_a_replica_holds_what_it_last_read_and_keeps_it_past_a_failed_read() -> None:
+    cluster = Cluster(installed(DEFAULT))
+    scope = scope_of(cluster, DEFAULT, Metrics(), Clock())
+    assert scope.judge().live is None
+    scope.compare_once()
+    read = scope.judge()
+    assert read.live == live() and read.key == live().digest
+    cluster.error = RuntimeError("403 Forbidden")
+    scope.compare_once()
+    assert scope.judge().live == read.live
+
+
+def test_a_judge_travels_to_the_review_worker() -> None:
+    check = ScopeCheck(live())
+    copied = pickle.loads(pickle.dumps(check))
+    assert copied == check and copied.key == check.key

@@ -9,7 +9,13 @@ from pathlib import Path
 from webhook.engine.serving import embedded_serving_engine, serving_engine_from_file
 from webhook.errors import PolicyError
 from webhook.install.chart import helm_values
-from webhook.install.manifests import SYNC_COMMAND, stale_files, sync, webhooks_yaml
+from webhook.install.manifests import (
+    SYNC_COMMAND,
+    scope_annotation_note,
+    stale_files,
+    sync,
+    webhooks_yaml,
+)
 
 
 def add_manifest_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,7 +38,9 @@ def add_manifest_commands(commands: argparse._SubParsersAction[argparse.Argument
     sync_parser.set_defaults(run=_sync)
 
     webhooks = manifest_commands.add_parser(
-        "webhooks", help="print the webhook configurations for the in-cluster Service"
+        "webhooks",
+        help="print the webhook configurations for the in-cluster Service, and the "
+        "annotation of the policy's ConfigMap",
     )
     webhooks.add_argument("--policy", type=Path, help="policy YAML (default: the embedded one)")
     webhooks.set_defaults(run=_webhooks)
@@ -108,5 +116,6 @@ def _webhooks(args: argparse.Namespace) -> int:
         return 2
     policy = engine.policy
     header = f"# Rendered by `gpu-admission manifests webhooks` from {policy.source}.\n"
+    header += scope_annotation_note(policy)
     sys.stdout.write(webhooks_yaml(policy, header))
     return 0

@@ -4,7 +4,8 @@
 (``webhook.http.answering``: body received, parsed, judged, reply encoded), count what
 came of it (``webhook.http.counting``) and send the reply (``webhook.http.replies``).
 ``/validate-policy`` judges the policy ConfigMap (``webhook.http.policy_route``) within
-the same body bounds, its compiling in the same worker.
+the same body bounds, its compiling in the same worker, its webhook scope by the judge
+``scope_judge`` gives (the live configurations as last read).
 
 Error channels: a body that is not an AdmissionReview gets HTTP 400 (413 when too
 large), so kube-apiserver applies the failurePolicy; so does a review the service has
@@ -47,7 +48,7 @@ from webhook.http.counting import count
 from webhook.http.metrics import Metrics
 from webhook.http.offload import ReviewWorker
 from webhook.http.policy_route import PATH as POLICY_PATH
-from webhook.http.policy_route import PolicyRoute
+from webhook.http.policy_route import CurrentScopeJudge, PolicyRoute
 from webhook.http.readiness import Readiness
 from webhook.http.replies import json_reply, review_reply
 from webhook.http.scaled_workloads import ScaledWorkloadReader, ScaledWorkloads
@@ -107,6 +108,7 @@ def create_app(
     body_budget_bytes: int = BODY_BUDGET_BYTES,
     claims: ReadClaim | None = None,
     body_share_per_source: int | None = None,
+    scope_judge: CurrentScopeJudge | None = None,
 ) -> FastAPI:
     """`engine` returns the engine to use for one review (it may change on policy reload).
 
@@ -118,7 +120,9 @@ def create_app(
     ``INLINE_BODY_BYTES`` (without it, every body is judged on the event loop); `claims`
     reads the templates and claims pods name (without it, they are not judged);
     `body_share_per_source` is the most one source address holds of the large-body
-    budget (half of it unless given).
+    budget (half of it unless given); `scope_judge` gives the judge of a policy
+    ConfigMap's webhook scope, holding the live configurations as last read (without it,
+    no policy's scope is judged).
     """
     app = FastAPI(
         title="gpu-admission",
@@ -154,7 +158,7 @@ def create_app(
     for webhook in ("mutate", "validate"):
         route = ReviewRoute(answerer, counted, webhook)
         app.router.routes.append(Route(f"/{webhook}", route, methods=["POST"]))
-    policy_route = PolicyRoute(answerer.limits, counted, worker)
+    policy_route = PolicyRoute(answerer.limits, counted, worker, scope_judge)
     app.router.routes.append(Route(POLICY_PATH, policy_route, methods=["POST"]))
 
     @app.get("/healthz")

@@ -11,6 +11,11 @@ in turn, a bounded share per source; the compiling itself runs in the review wor
 process when there is one (``webhook.http.offload``), so that a policy's YAML never
 holds the event loop's GIL while pods wait, and in a thread otherwise.
 
+The policy's webhook scope is judged by what ``scope`` gives for each review: a judge
+holding the live configurations as the replica last read them
+(``webhook.service.webhook_scope`` reads them in a thread of its own, so that a review
+never waits on the API); see ``webhook.http.policy_check``.
+
 Refusals say when to try again (Retry-After): 429 for a source with as many policies
 waiting as it may have, 503 when the queue is full or the worker failed. The reply and its
 counting (``gpu_admission_requests_total{webhook="validate-policy"}``) are a review's.
@@ -21,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 from fastapi.responses import Response
 from starlette.requests import ClientDisconnect, Request
@@ -41,6 +47,7 @@ from webhook.http.metrics import Metrics
 from webhook.http.offload import ReviewWorker, WorkerFailed
 from webhook.http.policy_check import (
     PolicyQuestion,
+    ScopeJudge,
     policy_question,
     policy_verdict,
     verdict_decision,
@@ -72,15 +79,25 @@ def policy_body_limits(limits: BodyLimits) -> BodyLimits:
     return BodyLimits(min(limits.max_bytes, POLICY_BODY_BYTES), limits.small_bytes, limits.budget)
 
 
+#: The judge of a policy's webhook scope now; never blocks.
+CurrentScopeJudge = Callable[[], ScopeJudge]
+
+
 class PolicyRoute:
-    """The ASGI app of ``/validate-policy``."""
+    """The ASGI app of ``/validate-policy``; without `scope`, no policy's webhook scope
+    is judged."""
 
     def __init__(
-        self, limits: BodyLimits, metrics: Metrics, worker: ReviewWorker | None = None
+        self,
+        limits: BodyLimits,
+        metrics: Metrics,
+        worker: ReviewWorker | None = None,
+        scope: CurrentScopeJudge | None = None,
     ) -> None:
         self.limits = policy_body_limits(limits)
         self.metrics = metrics
         self.worker = worker
+        self.scope = scope
         self.checks = PolicyChecks(self._compile)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -109,7 +126,7 @@ class PolicyRoute:
             return None
         if isinstance(review, Judged):
             return review
-        question = policy_question(review)
+        question = policy_question(review, None if self.scope is None else self.scope())
         if isinstance(question, Decision):
             return judged(review, question)
         try:
@@ -121,7 +138,7 @@ class PolicyRoute:
         except Exception:
             log.exception("policy check failed", extra={"uid": review.uid})
             return failed(review)
-        return judged(review, verdict_decision(verdict))
+        return judged(review, verdict_decision(verdict, question.scope))
 
     async def _compile(self, question: PolicyQuestion) -> Verdict:
         if self.worker is not None:

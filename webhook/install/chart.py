@@ -25,7 +25,13 @@ which become template expressions (helpers in ``templates/_helpers.tpl``):
   holds the sha256 of the policy it was rendered from, and the chart refuses to render
   when the policy in force (``policy``, or ``files/policy.yaml``) is another: a policy
   of its own with another workload label, taint or resource can never be installed
-  with webhooks that select the default one's pods.
+  with webhooks that select the default one's pods. The policy ConfigMap's
+  ``gpu-admission.io/webhook-scope`` annotation is the digest of these webhooks and the
+  opt-in label (``gpu-admission.webhookScopeDigest``), the same as
+  :func:`webhook.install.scope.scope_digest` of the policy: a Helm upgrade writes the
+  ConfigMap before the configurations, and the policy ConfigMap's webhook admits it so.
+  It is not ``policySha256``, the digest of the policy's text: an edit that leaves the
+  scope as it was keeps the scope's digest.
 
 Everything else is literal text. The default policy and
 the alert rules are copied into ``files/``, which Helm reads without templating
@@ -48,15 +54,13 @@ from webhook.install.configurations import (
     render_webhook_configurations,
 )
 from webhook.install.names import APP_LABELS, SERVICE
+from webhook.install.scope import SCOPED_FIELDS
 from webhook.policy import Policy
 
 CHART = Path("helm/gpu-admission")
 """The chart's directory, relative to deploy/."""
 
 _PLACEHOLDER = re.compile(r"'?@@(\d+)@@'?")
-
-SCOPED_FIELDS = ("rules", "objectSelector", "matchConditions")
-"""The fields of a webhook its policy decides, which the chart takes from its scope."""
 
 _SCOPED = "x-gpu-admission-scope"
 """A key put, with the webhook's name, where its scoped fields go while it is dumped:

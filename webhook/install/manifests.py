@@ -15,6 +15,10 @@ therefore files in deploy/ written from the package:
   configurations template, and copies of the default policy, of the alert rules of
   ``monitoring/alerts.yaml`` and of the PolicyReport CRD of ``audit/``.
 
+kustomize cannot compute the ``gpu-admission.io/webhook-scope`` annotation the policy
+ConfigMap of an overlay's policy carries (``webhook.install.scope``): `manifests webhooks`
+prints it, in ``scope_annotation_note``, beside the configurations of that policy.
+
 ``gpu-admission manifests sync`` rewrites them; ``--check`` only reports
 stale files, and the unit tests fail when one is stale.
 """
@@ -30,7 +34,8 @@ import yaml
 
 from webhook.install.chart import CHART, alerts_rules, webhook_scope, webhooks_template
 from webhook.install.configurations import Endpoint, render_webhook_configurations
-from webhook.install.names import NAMESPACE, SERVICE
+from webhook.install.names import NAMESPACE, POLICY_CONFIGMAP, SERVICE
+from webhook.install.scope import SCOPE_ANNOTATION, scope_digest
 from webhook.policy import Policy, load_default_policy
 from webhook.policy.load import DEFAULT_POLICY
 from webhook.policy.shipped import shipped_text
@@ -114,6 +119,20 @@ def webhooks_yaml(policy: Policy, header: str = WEBHOOKS_HEADER) -> str:
         width=100,
     )
     return header + documents
+
+
+def scope_annotation_note(policy: Policy) -> str:
+    """Comment lines: the annotation the policy ConfigMap of `policy` carries, as a
+    kustomize configMapGenerator writes it."""
+    return (
+        f"# The {POLICY_CONFIGMAP} ConfigMap of this policy is applied with these\n"
+        "# configurations and carries this annotation (kustomize: in the configMapGenerator's\n"
+        "# options), so that the policy ConfigMap's webhook admits it before they replace\n"
+        "# the live ones:\n"
+        "#   options:\n"
+        "#     annotations:\n"
+        f"#       {SCOPE_ANNOTATION}: {scope_digest(policy)}\n"
+    )
 
 
 def policy_copy(name: str) -> str:

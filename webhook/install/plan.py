@@ -3,7 +3,9 @@
 The objects come from `deploy/base` (shipped in the wheel), so `kubectl apply
 -k deploy/` and `install` install the same thing. What install adds:
 certificates (generated, or reused and renewed when due: ``webhook.tls.provision``),
-the policy ConfigMap from any policy file, the caBundle in both webhook
+the policy ConfigMap from any policy file (annotated with the digest of the webhook scope
+its policy needs, ``webhook.install.scope.scope_digest``: the policy ConfigMap's webhook
+admits it before the configurations of the same install are replaced), the caBundle in both webhook
 configurations, an image override, and a wait for the Deployment to be available.
 
 Order matters so nothing is ever left blocking: install creates the webhook
@@ -30,6 +32,7 @@ from webhook.install.names import (
     POLICY_CONFIGMAP,
     SERVICE,
 )
+from webhook.install.scope import SCOPE_ANNOTATION, scope_digest
 from webhook.policy import Policy
 
 POLICY_CHECKSUM = "gpu-admission.io/policy-sha256"
@@ -103,13 +106,13 @@ def render_install(
         if image is not None:
             _set_image(obj, image)
         objects.append(obj)
-    objects.insert(1, _policy_configmap(policy_text))
+    objects.insert(1, _policy_configmap(policy, policy_text))
     endpoint = Endpoint(ca_bundle=ca_bundle_b64, service_name=SERVICE, service_namespace=NAMESPACE)
     mutating, validating = render_webhook_configurations(policy, endpoint, own_namespace=NAMESPACE)
     return InstallPlan(objects, mutating, validating)
 
 
-def _policy_configmap(policy_text: str) -> dict[str, Any]:
+def _policy_configmap(policy: Policy, policy_text: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -117,6 +120,7 @@ def _policy_configmap(policy_text: str) -> dict[str, Any]:
             "name": POLICY_CONFIGMAP,
             "namespace": NAMESPACE,
             "labels": dict(APP_LABELS),
+            "annotations": {SCOPE_ANNOTATION: scope_digest(policy)},
         },
         "data": {"policy.yaml": policy_text},
     }

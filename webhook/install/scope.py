@@ -12,20 +12,41 @@ rules, the namespaceSelector's opt-in (not the namespaces an operator exempts),
 objectSelector and matchConditions. clientConfig, caBundle, failurePolicy and
 timeoutSeconds are the operator's to set and never differ here. Each difference
 carries a short reason a person can act on.
+
+``scope_digest`` names what a policy needs of its webhooks in one string: the value of
+the ``SCOPE_ANNOTATION`` of the policy ConfigMap that `install` and the chart render (and
+that `manifests webhooks` prints for a kustomize overlay). A Helm upgrade or `kubectl
+apply -k` writes the ConfigMap before the configurations, so the policy ConfigMap's
+webhook admits a policy whose ConfigMap says its configurations come in the same apply,
+and compares any other with the live configurations.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.engine.decision import DENIAL_LIMIT, shorten
 from webhook.install.configurations import Endpoint, render_webhook_configurations
 from webhook.policy import Policy
 
-__all__ = ["ScopeDifference", "needed_webhooks", "scope_differences"]
+__all__ = [
+    "FIX",
+    "SCOPED_FIELDS",
+    "SCOPE_ANNOTATION",
+    "LiveWebhooks",
+    "ScopeDifference",
+    "canonical_json",
+    "needed_scope",
+    "needed_webhooks",
+    "scope_differences",
+    "scope_digest",
+    "scope_refusal",
+]
 
 MUTATING = "MutatingWebhookConfiguration"
 VALIDATING = "ValidatingWebhookConfiguration"
@@ -34,6 +55,29 @@ _NAMESPACE_NAME = "kubernetes.io/metadata.name"
 _LITERAL = re.compile(r"'([^']*)'")
 # Where kube-apiserver reaches the service is not compared: any endpoint renders the same scope.
 _ANY_ENDPOINT = Endpoint(ca_bundle="", url="https://scope.invalid")
+
+SCOPED_FIELDS = ("rules", "objectSelector", "matchConditions")
+"""The fields of a webhook its policy decides (with the namespaceSelector's opt-in)."""
+
+SCOPE_ANNOTATION = "gpu-admission.io/webhook-scope"
+"""The policy ConfigMap's annotation: ``scope_digest`` of its policy, written by what
+renders the ConfigMap together with the webhook configurations of that policy."""
+
+FIX = (
+    "apply the webhook configurations of the policy with it: for a Helm release, "
+    "`gpu-admission manifests helm-values --policy FILE > VALUES` then "
+    "`helm upgrade RELEASE CHART -f VALUES`; otherwise `gpu-admission install --policy FILE` "
+    "(kustomize: docs/troubleshooting.md)"
+)
+"""What a person does about configurations that differ from what the policy needs: the
+one wording of the replica's report and of the policy ConfigMap's refusal."""
+
+DIFFERENCES_LIMIT = 3
+"""Most differences a refusal lists; the rest are counted."""
+
+DIFFERENCE_LENGTH = 600
+"""Longest difference a refusal quotes (a selector unlike the policy's is quoted whole),
+so that ``FIX`` always fits after them."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +101,73 @@ def needed_webhooks(policy: Policy) -> dict[str, dict[str, dict[str, Any]]]:
     }
 
 
+def needed_scope(policy: Policy) -> dict[str, Any]:
+    """What the policy decides of its webhooks: its namespace opt-in label, and each
+    webhook's ``SCOPED_FIELDS`` by webhook name (the names are unique across both
+    configurations). The chart's ``webhookScope`` value holds the same webhooks."""
+    key, value = policy.namespace_opt_in
+    webhooks = {
+        name: {field: hook[field] for field in SCOPED_FIELDS if field in hook}
+        for hooks in needed_webhooks(policy).values()
+        for name, hook in hooks.items()
+    }
+    return {"namespaceOptIn": {"key": key, "value": value}, "webhooks": webhooks}
+
+
+def scope_digest(policy: Policy) -> str:
+    """``sha256:<hex>`` of ``needed_scope`` in ``canonical_json``: equal for two policies
+    that need the same webhook configurations, whatever else they differ in."""
+    return "sha256:" + hashlib.sha256(canonical_json(needed_scope(policy))).hexdigest()
+
+
+_GO_ESCAPES = {
+    "&": "\\u0026",
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
+_GO_ESCAPED = re.compile("[&<>\u2028\u2029]")
+
+
+def canonical_json(value: Any) -> bytes:
+    """``value`` as Go's encoding/json writes it, which is what Helm's ``toJson`` gives
+    (the chart hashes the scope in its template): keys sorted, no spaces, UTF-8, and
+    ``&``, ``<``, ``>``, U+2028 and U+2029 escaped. These characters only occur within
+    strings, so they are replaced after Python's encoding, which writes the rest alike."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _GO_ESCAPED.sub(lambda match: _GO_ESCAPES[match.group()], text).encode("utf-8")
+
+
+@dataclass(frozen=True)
+class LiveWebhooks:
+    """The webhooks of the live (mutating, validating) configurations as last read, None
+    for one that does not exist; picklable, with a digest of what it holds."""
+
+    mutating: tuple[Mapping[str, Any], ...] | None
+    validating: tuple[Mapping[str, Any], ...] | None
+    digest: str = field(default="", compare=False)
+
+    @classmethod
+    def read(
+        cls, mutating: Mapping[str, Any] | None, validating: Mapping[str, Any] | None
+    ) -> LiveWebhooks:
+        """The webhooks of two configurations as read from the API."""
+        webhooks = [
+            None if configuration is None else tuple(configuration.get("webhooks") or ())
+            for configuration in (mutating, validating)
+        ]
+        digest = hashlib.sha256(canonical_json(webhooks)).hexdigest()
+        return cls(webhooks[0], webhooks[1], digest)
+
+    def configurations(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """The two configurations as ``scope_differences`` takes them."""
+        return (
+            None if self.mutating is None else {"webhooks": list(self.mutating)},
+            None if self.validating is None else {"webhooks": list(self.validating)},
+        )
+
+
 def scope_differences(
     policy: Policy,
     mutating: Mapping[str, Any] | None,
@@ -74,6 +185,24 @@ def scope_differences(
             continue
         differences.extend(_differences(kind, needed[kind], live.get("webhooks") or []))
     return differences
+
+
+def scope_refusal(name: str, differences: list[ScopeDifference]) -> str:
+    """Why the policy of ConfigMap `name` is refused: the first ``DIFFERENCES_LIMIT`` of
+    the `differences` between the scope it needs and the live configurations, a count of
+    the others, and ``FIX``."""
+    listed = [
+        shorten(str(difference), DIFFERENCE_LENGTH)
+        for difference in differences[:DIFFERENCES_LIMIT]
+    ]
+    if len(differences) > DIFFERENCES_LIMIT:
+        listed.append(f"and {len(differences) - DIFFERENCES_LIMIT:,} more")
+    return shorten(
+        f"the policy in ConfigMap {name} needs webhook configurations other than the live "
+        f"ones, which would not send its pods as it needs: {'; '.join(listed)}. "
+        f"To change the policy, {FIX}",
+        DENIAL_LIMIT,
+    )
 
 
 def _differences(

@@ -12,7 +12,8 @@ With the live inventory on, an ``InventoryWatcher`` (``webhook.kube.inventory``)
 Nodes and PriorityClasses in threads of its own; each review is handed its latest
 snapshot, ``/readyz`` and ``/metrics`` say how current it is. With a client of the
 cluster (the inventory's or the audit's), a ``WebhookScope`` (``webhook.service.webhook_scope``)
-compares the installed webhook configurations with the policy serving now.
+compares the installed webhook configurations with the policy serving now, and gives the
+policy ConfigMap's webhook the configurations it last read.
 
 The edge is bounded: every connection gets the timeouts and caps of
 ``webhook.http.limits`` (uvicorn's protocol with what it lacks), bodies are read within a
@@ -76,7 +77,7 @@ from webhook.service.inventory import (
     inventory_readiness,
 )
 from webhook.service.policy_reload import PolicyReloader
-from webhook.service.webhook_scope import WebhookScope
+from webhook.service.webhook_scope import ScopeCheck, WebhookScope
 from webhook.tls.dev import ensure_dev_serving_certificate
 
 METRICS_PORT = 9090
@@ -150,7 +151,7 @@ def serve(policy: Policy, settings: ServeSettings) -> None:
         inventory.api if inventory is not None else api, engine, readiness, metrics
     )
     worker = ReviewWorker(on_restart=metrics.worker_restarted)
-    app = _admission_app(engine, readiness, metrics, inventory, worker)
+    app = _admission_app(engine, readiness, metrics, inventory, worker, scope)
     server = _admission_server(app, settings, certificate.context, metrics)
     log.info(
         "serving",
@@ -282,6 +283,7 @@ def _admission_app(
     metrics: Metrics,
     inventory: _LiveInventory | None,
     worker: ReviewWorker,
+    scope: WebhookScope | None = None,
 ) -> FastAPI:
     return create_app(
         engine,
@@ -291,6 +293,8 @@ def _admission_app(
         scaled_workloads=None if inventory is None else inventory.scaled_workloads,
         worker=worker,
         claims=None if inventory is None else inventory.claims,
+        # Without a client of the cluster, a policy's scope is admitted not compared.
+        scope_judge=functools.partial(ScopeCheck, None) if scope is None else scope.judge,
     )
 
 

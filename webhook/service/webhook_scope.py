@@ -18,6 +18,11 @@ which is far worse than the pods they miss. The replica's answers stay right for
 reaches it, and the fix (apply the configurations of the policy) is an operator's
 action that needs no replica down. A read that fails (no RBAC rule yet, the
 API unreachable) is shown, and the last comparison stands.
+
+The webhooks last read are kept for the policy ConfigMap's webhook (``judge``: a
+``ScopeCheck``), which refuses an edit of the policy that needs another scope
+(``webhook.http.policy_check``) without waiting on the API in the review: what it
+compares with is at most ``interval`` old, or a policy reload's.
 """
 
 from __future__ import annotations
@@ -30,10 +35,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.http.metrics import Metrics
-from webhook.install.scope import ScopeDifference, needed_webhooks, scope_differences
+from webhook.http.policy_check import SCOPE_NOT_COMPARED
+from webhook.install.scope import (
+    FIX,
+    SCOPE_ANNOTATION,
+    LiveWebhooks,
+    ScopeDifference,
+    needed_webhooks,
+    scope_differences,
+    scope_digest,
+    scope_refusal,
+)
 from webhook.policy import Policy
 
-__all__ = ["FIX", "INTERVAL", "WebhookScope"]
+__all__ = ["FIX", "INTERVAL", "NOT_COMPARED", "ScopeCheck", "WebhookScope"]
 
 log = logging.getLogger("gpu_admission.webhook_scope")
 
@@ -45,11 +60,40 @@ POLICY_LOOK = 1.0
 
 STOP_JOIN_TIMEOUT = 5.0
 
-FIX = (
-    "apply the configurations of the policy in force: `gpu-admission install --policy FILE` "
-    "(`gpu-admission manifests webhooks --policy FILE` prints them; "
-    "docs/troubleshooting.md has the Helm chart's case)"
+NOT_COMPARED = (
+    "gpu-admission: the webhook scope this policy needs could not be compared with the "
+    "live webhook configurations, which this replica has not read (not yet, no RBAC rule "
+    "to get them, or no cluster: its /readyz says which). If it changes the workload or "
+    "opt-in label, a taint or a GPU resource, " + FIX
 )
+"""The warning of a policy admitted with its scope not compared."""
+
+
+@dataclass(frozen=True)
+class ScopeCheck:
+    """The policy ConfigMap webhook's judge of a policy's scope (``ScopeJudge`` of
+    ``webhook.http.policy_check``), against the `live` webhooks (None: not known)."""
+
+    live: LiveWebhooks | None
+    annotation: str = SCOPE_ANNOTATION
+    warning: str = NOT_COMPARED
+
+    @property
+    def key(self) -> str:
+        return "unknown" if self.live is None else self.live.digest
+
+    def verdict(self, name: str, policy: Policy, annotation: str | None) -> str | None:
+        """Admitted when the annotation is the digest of the scope `policy` needs (what
+        rendered the ConfigMap applies those configurations next) or when the live
+        configurations send what it needs; not compared when none are known; refused
+        otherwise, saying what differs and ``FIX``."""
+        if annotation is not None and annotation == scope_digest(policy):
+            return None
+        if self.live is None:
+            return SCOPE_NOT_COMPARED
+        differences = scope_differences(policy, *self.live.configurations())
+        return scope_refusal(name, differences) if differences else None
+
 
 #: Reads the live (mutating, validating) configurations; None for one not there.
 ReadConfigurations = Callable[[], tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]]
@@ -82,6 +126,7 @@ class WebhookScope:
         self._interval = interval
         self._clock = clock
         self._last: Comparison | None = None
+        self._live: LiveWebhooks | None = None
         self._error: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -122,6 +167,7 @@ class WebhookScope:
             self._error = str(error)
             return None
         self._error = None
+        self._live = LiveWebhooks.read(mutating, validating)
         differences = tuple(scope_differences(policy, mutating, validating))
         self._report(differences)
         compared = [name for hooks in needed_webhooks(policy).values() for name in hooks]
@@ -130,6 +176,11 @@ class WebhookScope:
         )
         self._last = Comparison(self._clock(), policy, differences)
         return differences
+
+    def judge(self) -> ScopeCheck:
+        """The judge of a policy's scope against the configurations as last read (a failed
+        read since leaves them), which are unknown before the first read that worked."""
+        return ScopeCheck(self._live)
 
     def _report(self, differences: tuple[ScopeDifference, ...]) -> None:
         before = None if self._last is None else self._last.differences

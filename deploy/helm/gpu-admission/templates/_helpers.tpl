@@ -234,6 +234,21 @@ prints it with the policy) or the default policy's (files/webhook-scope.json).
 {{- end -}}
 {{- end -}}
 
+{{/*
+The policy ConfigMap's gpu-admission.io/webhook-scope annotation: the sha256 of what the
+webhooks rendered here need of the policy (the webhookScope's webhooks and the opt-in
+label), as `gpu-admission` computes it of a policy (webhook/install/scope.py
+scope_digest: the same JSON, as toJson writes it). The policy ConfigMap's webhook admits
+a policy whose annotation is its own scope's digest before this release's webhook
+configurations are upgraded; any other it compares with the live configurations.
+*/}}
+{{- define "gpu-admission.webhookScopeDigest" -}}
+{{- $webhooks := (include "gpu-admission.webhookScope" . | fromJson).webhooks | default dict -}}
+{{- $label := .Values.scope.namespaceLabel -}}
+{{- $optIn := dict "key" $label.key "value" (toString $label.value) -}}
+{{- printf "sha256:%s" (dict "namespaceOptIn" $optIn "webhooks" $webhooks | toJson | sha256sum) -}}
+{{- end -}}
+
 {{/* The scoped fields of one webhook, as YAML: (list . "WEBHOOK NAME"). */}}
 {{- define "gpu-admission.scopedFields" -}}
 {{- $root := index . 0 -}}
