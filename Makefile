@@ -23,6 +23,7 @@ lint: $(STAMP)  ## ruff, mypy (strict on webhook/) and the layering contract
 
 test: lint  ## the whole suite: lint, unit, HTTP, TLS and end-to-end tests
 	$(BIN)/python -m tests.e2e.build_controlplane --before-tests
+	$(BIN)/python -m tests.e2e.image --before-tests
 	$(BIN)/pytest
 
 unit: $(STAMP)
@@ -52,6 +53,11 @@ bench-apiserver: $(STAMP)  ## pod CREATE throughput through a real kube-apiserve
 
 bench-service: $(STAMP)  ## one replica over HTTPS under a Go load generator: saturation, latency at 50% and 90% of it, CPU per review; ratios to a constant-allow server (see benchmarks/service.py)
 	$(BIN)/python -m benchmarks.service
+
+.PHONY: image
+image: $(STAMP)  ## the service's image from the Dockerfile with buildah (a stand-in base where no registry is reachable), exported as an OCI archive for containerd
+	bash .ci/debian-packages
+	$(BIN)/python -m tests.e2e.image
 
 .PHONY: bench-audit
 bench-audit: $(STAMP)  ## one replica's periodic audit under 40 and 100 tenant ReplicaSets of 1.2 MB: PSS before, at peak, after, against 256 MiB (see benchmarks/audit_memory.py)

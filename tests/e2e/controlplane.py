@@ -47,6 +47,14 @@ def _without_flags(command: list[str], replacing: tuple[str, ...]) -> list[str]:
     return [part for part in command if part.split("=", 1)[0] not in names]
 
 
+def _kubelet_client_flags(pki: ControlPlanePki) -> list[str]:
+    """How kube-apiserver authenticates to a real node's kubelet, when there is one."""
+    client = pki.apiserver_kubelet_client
+    if client is None:
+        return []
+    return [f"--kubelet-client-certificate={client.cert}", f"--kubelet-client-key={client.key}"]
+
+
 class ControlPlane(Cluster):
     """The control plane and, through :class:`Cluster`, kubectl as its admin."""
 
@@ -181,6 +189,7 @@ class ControlPlane(Cluster):
                     self.extra_apiserver_flags,
                 ),
                 *self.extra_apiserver_flags,
+                *_kubelet_client_flags(pki),
             ],
             http_ok(f"{self.api_url}/readyz", self.admin_ssl_context()),
         )

@@ -36,6 +36,9 @@ class ControlPlanePki:
     # authorizer) and kube-proxy (system:kube-proxy, bound by bootstrap RBAC).
     kubelet: KeyPairPaths | None = None
     kube_proxy: KeyPairPaths | None = None
+    # kube-apiserver's own client certificate towards kubelets (logs, exec), as
+    # kubeadm issues it.
+    apiserver_kubelet_client: KeyPairPaths | None = None
 
 
 def _write_service_account_keys(directory: Path) -> tuple[Path, Path]:
@@ -84,8 +87,14 @@ def create_pki(
     scheduler = issue_client_certificate(ca, "system:kube-scheduler", days=365)
     controller_manager = issue_client_certificate(ca, "system:kube-controller-manager", days=365)
     private_key, public_key = _write_service_account_keys(directory)
-    kubelet = kube_proxy = None
+    kubelet = kube_proxy = apiserver_kubelet_client = None
     if node_name is not None:
+        towards_kubelets = issue_client_certificate(
+            ca, "kube-apiserver-kubelet-client", organizations=["system:masters"], days=365
+        )
+        apiserver_kubelet_client = KeyPairPaths(
+            *write_key_pair(directory, "apiserver-kubelet-client", towards_kubelets)
+        )
         kubelet_cert = issue_client_certificate(
             ca, f"system:node:{node_name}", organizations=["system:nodes"], days=365
         )
@@ -107,4 +116,5 @@ def create_pki(
         service_account_public_key=public_key,
         kubelet=kubelet,
         kube_proxy=kube_proxy,
+        apiserver_kubelet_client=apiserver_kubelet_client,
     )

@@ -69,6 +69,9 @@ class RealNodeCluster(ControlPlane):
                     # them: the kubelet may touch only its node and its pods.
                     "--authorization-mode=Node,RBAC",
                     "--enable-admission-plugins=NodeRestriction",
+                    # logs, exec and port-forward dial the node's address, never a
+                    # name: a name would be asked of the machine's resolver.
+                    "--kubelet-preferred-address-types=InternalIP",
                 ),
                 extra_controller_manager_flags=(
                     # node-lifecycle lifts the not-ready taint kubelet registers the node

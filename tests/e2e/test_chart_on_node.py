@@ -1,0 +1,379 @@
+"""The chart as a platform team runs it: the built image, three replicas on a real node.
+
+A control plane of its own with one node of real parts (:mod:`.realnode`): the
+service's image is built from the project's Dockerfile (:mod:`.image`) and imported
+into the node's containerd; `helm install` runs the chart with a policy of a team's
+own (another workload label, pool label and taint than the default), the webhooks'
+clientConfig as shipped (the Service, no URL). kube-apiserver then calls the replicas
+through the Service's ClusterIP, which only kube-proxy's rules on the node translate.
+
+The GPU nodes are registered without kubelets, labelled as GPU Feature Discovery and
+an operator label them; the only node that runs anything is the CPU node the
+replicas run on. Tests run in file order: install, admission, a replica deleted, a
+rolling upgrade, a drain, uninstall.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from .admission_fixtures import REPO
+from .conftest import E2E_MODE
+from .image import BuiltImage, ImageToolsMissing, ensure_image
+from .nodes import FLEET, POOL_LABEL, NodeSpec, Taint, register_node
+from .realnode.cluster import NODE_NAME, RealNodeCluster, node_prerequisites
+
+CHART = REPO / "deploy" / "helm" / "gpu-admission"
+NAMESPACE = "gpu-admission"
+RELEASE = "gpu-admission"
+TEAM_LABEL = "team.example/class"
+TEAM_POOL_LABEL = "example.com/pool"
+TENANT = "team-ml"
+REPLICAS = 3
+CONFIGURATIONS = ("mutatingwebhookconfiguration", "validatingwebhookconfiguration")
+
+
+def team_policy(directory: Path) -> Path:
+    """The default policy with a team's own workload label and pool label (and so
+    pool taint key: taints default to <pool label>=<pool>:NoSchedule)."""
+    text = (REPO / "policies" / "default.yaml").read_text("utf-8")
+    text = text.replace("gpu-admission.io/workload", TEAM_LABEL)
+    text = text.replace("pool: gpu-pool ", f"pool: {TEAM_POOL_LABEL} ")
+    assert TEAM_POOL_LABEL in text, "the default policy's pool label line changed"
+    path = directory / "team-policy.yaml"
+    path.write_text(text, "utf-8")
+    return path
+
+
+def team_gpu_nodes() -> list[NodeSpec]:
+    """The fleet's GPU nodes as the team labels and taints its pools."""
+    nodes = []
+    for node in FLEET:
+        if node.pool is None:
+            continue  # CPU nodes without kubelets would take the replicas and never run them
+        labels = {(TEAM_POOL_LABEL if k == POOL_LABEL else k): v for k, v in node.labels.items()}
+        taints = tuple(Taint(TEAM_POOL_LABEL, t.value, t.effect) for t in node.taints)
+        nodes.append(dataclasses.replace(node, labels=labels, taints=taints))
+    return nodes
+
+
+def class_pod(name: str, label: str = TEAM_LABEL, gpus: int = 1) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {label: "inference"}},
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.example/app:1",
+                    "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+                }
+            ]
+        },
+    }
+
+
+@dataclass
+class Release:
+    cluster: RealNodeCluster
+    helm_binary: Path
+    home: Path
+    image: BuiltImage
+    values: Path
+
+    def helm(
+        self, *args: str, check: bool = True, timeout: float = 400
+    ) -> subprocess.CompletedProcess[str]:
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(self.cluster.kubeconfig),
+            "HELM_CACHE_HOME": str(self.home / "cache"),
+            "HELM_CONFIG_HOME": str(self.home / "config"),
+            "HELM_DATA_HOME": str(self.home / "data"),
+        }
+        result = subprocess.run(
+            [str(self.helm_binary), *args, "--namespace", NAMESPACE],
+            capture_output=True, text=True, timeout=timeout, env=env, check=False,
+        )  # fmt: skip
+        if check and result.returncode != 0:
+            raise AssertionError(f"helm {' '.join(args)} failed:\n{result.stderr}")
+        return result
+
+    def replicas(self) -> list[dict[str, Any]]:
+        return self.cluster.list_json(
+            "pod", NAMESPACE, selector="app.kubernetes.io/component=webhook"
+        )
+
+    def ready_replicas(self) -> list[dict[str, Any]]:
+        return [pod for pod in self.replicas() if _ready(pod)]
+
+    def wait_ready(self, count: int = REPLICAS, timeout: float = 180) -> list[dict[str, Any]]:
+        def settled() -> list[dict[str, Any]] | None:
+            pods = self.replicas()
+            ready = [pod for pod in pods if _ready(pod)]
+            alive = [pod for pod in pods if not pod["metadata"].get("deletionTimestamp")]
+            return ready if len(ready) == count and len(alive) == count else None
+
+        return self.cluster.wait_for(settled, timeout=timeout, what=f"{count} ready replicas")
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    if pod["metadata"].get("deletionTimestamp"):
+        return False
+    conditions = pod.get("status", {}).get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+@dataclass
+class SteadyCreation:
+    """Class pods created one after another through kube-apiserver, every answer kept."""
+
+    cluster: RealNodeCluster
+    namespace: str
+    prefix: str
+    created: int = 0
+    failures: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def __enter__(self) -> SteadyCreation:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join(timeout=60)
+
+    def _run(self) -> None:
+        url = f"{self.cluster.api_url}/api/v1/namespaces/{self.namespace}/pods"
+        with httpx.Client(verify=self.cluster.admin_ssl_context(), timeout=30) as client:
+            number = 0
+            while not self._stop.is_set():
+                number += 1
+                name = f"{self.prefix}-{number}"
+                try:
+                    reply = client.post(url, json=class_pod(name))
+                except httpx.HTTPError as error:
+                    self.failures.append(f"{name}: {error!r}")
+                    continue
+                if reply.status_code == 201:
+                    self.created += 1
+                else:
+                    self.failures.append(f"{name}: {reply.status_code} {reply.text[:300]}")
+                self._stop.wait(0.1)
+
+
+@pytest.fixture(scope="module")
+def node_cluster(
+    controlplane_bin_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RealNodeCluster]:
+    missing = node_prerequisites()
+    if missing:
+        message = f"a real node needs {', '.join(missing)}"
+        if E2E_MODE == "required":
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    cluster = RealNodeCluster(controlplane_bin_dir, tmp_path_factory.mktemp("real-node"))
+    cluster.start()
+    try:
+        for node in team_gpu_nodes():
+            register_node(cluster, node)
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def service_image(node_cluster: RealNodeCluster) -> BuiltImage:
+    try:
+        image = ensure_image()
+    except ImageToolsMissing as error:
+        if E2E_MODE == "required":
+            pytest.fail(str(error), pytrace=False)
+        pytest.skip(str(error))
+    node_cluster.load_image(image.archive)
+    return image
+
+
+@pytest.fixture(scope="module")
+def release(
+    node_cluster: RealNodeCluster,
+    service_image: BuiltImage,
+    controlplane_bin_dir: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Release:
+    home = tmp_path_factory.mktemp("helm-home")
+    policy = team_policy(home)
+    values = home / "team-values.yaml"
+    printed = subprocess.run(
+        [sys.executable, "-m", "webhook.cli", "manifests", "helm-values", "--policy", str(policy)],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    values.write_text(printed.stdout, "utf-8")
+    installed = Release(node_cluster, controlplane_bin_dir / "helm", home, service_image, values)
+    node_cluster.create_namespace(TENANT, {"gpu-admission.io/enabled": "true"})
+    installed.helm(
+        "install", RELEASE, str(CHART), "--create-namespace", "-f", str(values),
+        "--set", f"image.repository={service_image.repository}",
+        "--set", f"image.tag={service_image.tag}",
+        "--set", "image.pullPolicy=Never",
+        "--wait", "--timeout", "5m",
+    )  # fmt: skip
+    return installed
+
+
+def test_three_replicas_of_the_built_image_become_ready_through_their_own_probes(
+    release: Release,
+) -> None:
+    pods = release.wait_ready()
+
+    assert len(pods) == REPLICAS
+    for pod in pods:
+        assert pod["spec"]["nodeName"] == NODE_NAME
+        (container,) = pod["spec"]["containers"]
+        assert container["image"] == release.image.reference
+        assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+
+
+def test_each_replica_runs_as_65532_on_a_read_only_root_with_its_secret_and_policy_mounted(
+    release: Release,
+) -> None:
+    pod = release.ready_replicas()[0]["metadata"]["name"]
+    script = (
+        "import os, pathlib, json\n"
+        "try:\n"
+        "    pathlib.Path('/written').write_text('x'); writable = True\n"
+        "except OSError:\n"
+        "    writable = False\n"
+        "mounts = [line.split()[1] for line in open('/proc/self/mounts')]\n"
+        "print(json.dumps({'uid': os.getuid(), 'gid': os.getgid(), 'root_writable': writable,"
+        " 'mounts': mounts}))\n"
+    )
+    result = release.cluster.kubectl("exec", "-n", NAMESPACE, pod, "--", "python3", "-c", script)
+    seen = json.loads(result.stdout)
+
+    assert (seen["uid"], seen["gid"]) == (65532, 65532)
+    assert seen["root_writable"] is False
+    assert any(m.startswith("/etc/gpu-admission") for m in seen["mounts"]), seen["mounts"]
+
+
+def test_kube_apiserver_calls_the_replicas_through_the_service_as_shipped(
+    release: Release,
+) -> None:
+    for kind in CONFIGURATIONS:
+        for hook in release.cluster.get_json(kind, "gpu-admission")["webhooks"]:
+            assert "url" not in hook["clientConfig"]
+            assert hook["clientConfig"]["service"]["namespace"] == NAMESPACE
+    service = release.cluster.get_json("service", "gpu-admission", NAMESPACE)
+    rules = release.cluster.in_node("iptables", "-t", "nat", "-S", "KUBE-SERVICES").stdout
+
+    assert service["spec"]["clusterIP"] in rules
+
+
+def test_class_pods_are_mutated_and_other_gpu_pods_denied_as_the_team_policy_says(
+    release: Release,
+) -> None:
+    cluster = release.cluster
+    cluster.apply(json.dumps(class_pod("served")), namespace=TENANT)
+    refused = cluster.apply(
+        json.dumps(class_pod("default-label", label="gpu-admission.io/workload")),
+        namespace=TENANT,
+        check=False,
+    )
+
+    spec = cluster.get_json("pod", "served", TENANT)["spec"]
+    assert spec["priorityClassName"] == "inference-priority"
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    keys = {e["key"] for t in terms["nodeSelectorTerms"] for e in t["matchExpressions"]}
+    assert TEAM_POOL_LABEL in keys
+    assert {t["key"] for t in spec["tolerations"]} >= {TEAM_POOL_LABEL}
+    assert refused.returncode != 0
+    assert f"has no label {TEAM_LABEL}" in refused.stderr
+
+
+def test_a_replica_deleted_under_steady_creation_fails_no_creation(release: Release) -> None:
+    victim = release.ready_replicas()[0]["metadata"]["name"]
+
+    with SteadyCreation(release.cluster, TENANT, "during-delete") as creation:
+        time.sleep(3)
+        release.cluster.kubectl("delete", "pod", "-n", NAMESPACE, victim, "--wait=false")
+        release.cluster.wait_for(
+            lambda: not release.cluster.exists("pod", victim, NAMESPACE),
+            timeout=90,
+            what=f"{victim} to be gone",
+        )
+        release.wait_ready()
+        time.sleep(3)
+
+    assert creation.failures == []
+    assert creation.created > 20
+
+
+def test_a_rolling_upgrade_under_steady_creation_fails_no_creation(release: Release) -> None:
+    upgraded_tag = f"{release.image.tag}-upgraded"
+    release.cluster.ctr(
+        "images", "tag", release.image.reference, f"{release.image.repository}:{upgraded_tag}"
+    )
+
+    with SteadyCreation(release.cluster, TENANT, "during-upgrade") as creation:
+        time.sleep(3)
+        release.helm(
+            "upgrade", RELEASE, str(CHART), "--reuse-values",
+            "--set", f"image.tag={upgraded_tag}", "--wait", "--timeout", "5m",
+        )  # fmt: skip
+        release.wait_ready()
+        time.sleep(3)
+
+    images = {pod["spec"]["containers"][0]["image"] for pod in release.ready_replicas()}
+    assert images == {f"{release.image.repository}:{upgraded_tag}"}
+    assert creation.failures == []
+    assert creation.created > 20
+
+
+def test_a_drain_of_the_node_stops_at_the_disruption_budget(release: Release) -> None:
+    cluster = release.cluster
+    budget = cluster.get_json("poddisruptionbudget", "gpu-admission", NAMESPACE)
+    try:
+        drained = cluster.kubectl(
+            "drain", NODE_NAME, "--ignore-daemonsets", "--delete-emptydir-data",
+            "--pod-selector=app.kubernetes.io/component=webhook", "--timeout=40s",
+            check=False,
+        )  # fmt: skip
+        serving = release.ready_replicas()
+        # Admission still answers with the one replica the budget keeps.
+        cluster.apply(json.dumps(class_pod("during-drain")), namespace=TENANT)
+    finally:
+        cluster.kubectl("uncordon", NODE_NAME)
+
+    assert drained.returncode != 0
+    assert "disruption budget" in drained.stderr
+    assert len(serving) == budget["spec"]["minAvailable"]
+    release.wait_ready()
+
+
+def test_uninstall_leaves_no_webhook_configuration(release: Release) -> None:
+    release.helm("uninstall", RELEASE, "--wait", "--timeout", "3m")
+
+    for kind in CONFIGURATIONS:
+        assert not release.cluster.exists(kind, "gpu-admission")
+    # Nothing is left calling a service that is gone: a GPU pod is created unjudged.
+    release.cluster.apply(
+        json.dumps(class_pod("after-uninstall", label="gpu-admission.io/workload")),
+        namespace=TENANT,
+    )
