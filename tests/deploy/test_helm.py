@@ -564,6 +564,15 @@ def test_the_audit_interval_is_passed_to_serve_and_zero_turns_it_off(
     assert args[args.index("--audit-interval") + 1] == expected
 
 
+def test_serve_is_told_the_namespace_it_runs_in_from_the_downward_api(helm: Path) -> None:
+    """The namespace the webhooks never cover, which the audit skips too; the default
+    values render what kustomize renders, so the base sets it alike."""
+    deployment = one(template(helm, "--namespace", "platform"), "Deployment")
+    [serve] = deployment["spec"]["template"]["spec"]["containers"]
+
+    assert {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}} in serve["env"]  # fmt: skip
+
+
 def test_the_policy_report_crd_is_the_one_of_deploy_audit_when_asked_for(
     helm: Path, kubectl: Path
 ) -> None:

@@ -27,6 +27,9 @@ import pytest
 
 from tests.builders import container, pod
 from tests.conftest import Pki
+from webhook.engine import Engine
+from webhook.http.metrics import Metrics
+from webhook.service import serve
 from webhook.tls.files import write_key_pair
 from webhook.tls.pki import create_ca
 
@@ -397,3 +400,17 @@ def test_a_metrics_port_in_use_costs_the_metrics_not_the_admission_service(
     [error] = [e for e in up.log_entries() if e["level"] == "error"]
     assert error["message"] == "serving no metrics: their port cannot be bound"
     assert error["port"] == port
+
+
+def test_the_audit_of_a_replica_skips_the_namespace_it_runs_in(
+    monkeypatch: pytest.MonkeyPatch, engine: Engine
+) -> None:
+    """The Deployment sets POD_NAMESPACE from the downward API: the chart's release
+    namespace, whatever its name, is the one the webhooks never cover."""
+    monkeypatch.setenv("POD_NAMESPACE", "platform-admission")
+    settings = serve.ServeSettings(audit_interval=60.0)
+
+    audit = serve._periodic_audit(settings, None, lambda: engine, None, Metrics())
+
+    assert audit is not None
+    assert audit.service_namespace == "platform-admission"

@@ -40,9 +40,11 @@ EPILOG = f"""\
 Lists every Pod, and every Deployment, StatefulSet, DaemonSet, ReplicaSet, Job,
 CronJob and kind of the policy's workloadKinds, in the namespaces carrying the
 policy's opt-in label (--all-namespaces: in every namespace the webhooks could
-cover, to preview a rollout), and judges each as the webhooks would judge its
-CREATE today: a pod as its creator sent it (status and the scheduler's node set
-aside), our mutation applied, then validated; a workload by each pod template.
+cover, to preview a rollout), never in kube-system, kube-node-lease or the
+service's own (--service-namespace), which the webhooks never cover, and judges
+each as the webhooks would judge its CREATE today: a pod as its creator sent it
+(status and the scheduler's node set aside), our mutation applied, then
+validated; a workload by each pod template.
 Pods created before gpu-admission was installed were never mutated; they are
 judged as if created now. Capacity rules judge against the cluster's Nodes and
 PriorityClasses as they are (with a DRA pool, its ResourceSlices and DeviceClasses
@@ -95,7 +97,8 @@ def add_audit_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
         "--service-namespace",
         default=NAMESPACE,
         metavar="NAMESPACE",
-        help=f"where the service is installed, for --policy-from-cluster (default: {NAMESPACE})",
+        help="where the service is installed: never audited, as its webhooks never cover it, "
+        f"and where --policy-from-cluster reads the policy (default: {NAMESPACE})",
     )
     audit.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     audit.set_defaults(run=_audit)
@@ -114,6 +117,7 @@ def _audit(args: argparse.Namespace) -> int:
             api,
             engine,
             all_namespaces=args.all_namespaces,
+            service_namespace=args.service_namespace,
             keep=_keep(args),
             listed=progress,
         )

@@ -2,7 +2,9 @@
 
 The namespaces audited are those the webhooks cover: the ones carrying the policy's
 opt-in label, or with ``all_namespaces`` every one they could cover (a preview of a
-rollout), never kube-system, kube-node-lease or the service's own. Every kind the
+rollout), never kube-system, kube-node-lease or the service's own (``service_namespace``:
+the one it runs in, which the webhooks' namespaceSelector exempts whatever its name;
+``webhook.service.namespace`` finds it in a replica). Every kind the
 engine judges at apply time is listed (Pods, the built-in controllers and the
 policy's workload kinds), in each opted-in namespace by its namespaced calls (across
 the cluster only for ``all_namespaces``), page by page and judged as it comes
@@ -44,7 +46,6 @@ from webhook.engine import Engine
 from webhook.engine.inventory import Inventory
 from webhook.engine.templates import POD, TemplateKind
 from webhook.install.configurations import ALWAYS_EXEMPT_NAMESPACES
-from webhook.install.names import NAMESPACE
 from webhook.kube.api_errors import (
     CLUSTER_ERRORS,
     ApiException,
@@ -76,12 +77,16 @@ from webhook.offline.audit import (
 from webhook.service.audit_claims import ClaimReads
 from webhook.service.inventory import inventory_label_keys, takes_dra_gpus
 
-__all__ = ["AuditRun", "OwnerCheck", "audit_cluster", "namespaces_to_audit", "owners_first"]
+__all__ = [
+    "AuditRun",
+    "OwnerCheck",
+    "audit_cluster",
+    "namespaces_to_audit",
+    "never_audited",
+    "owners_first",
+]
 
 log = logging.getLogger("gpu_admission.audit")
-
-NEVER_AUDITED = frozenset({*ALWAYS_EXEMPT_NAMESPACES, NAMESPACE})
-"""Namespaces the webhooks never cover, whatever their labels."""
 
 ListedCount = Callable[[TemplateKind, int], None]
 
@@ -101,9 +106,22 @@ class AuditRun:
     """Whether the run was stopped before its end (``should_stop``): it judged only part."""
 
 
-def namespaces_to_audit(api: Any, engine: Engine, all_namespaces: bool) -> tuple[str, ...]:
+def never_audited(service_namespace: str | None) -> frozenset[str]:
+    """The namespaces the webhooks never cover, whatever their labels: kube-system,
+    kube-node-lease and the one the service runs in (None: none known)."""
+    return frozenset(
+        {*ALWAYS_EXEMPT_NAMESPACES, *([service_namespace] if service_namespace else [])}
+    )
+
+
+def namespaces_to_audit(
+    api: Any, engine: Engine, all_namespaces: bool, service_namespace: str | None = None
+) -> tuple[str, ...]:
+    """The namespaces carrying the policy's opt-in label (every one with
+    `all_namespaces`), less those never audited (``never_audited``)."""
     label = None if all_namespaces else engine.policy.namespace_opt_in
-    return tuple(n for n in namespaces_in_scope(api, label) if n not in NEVER_AUDITED)
+    skipped = never_audited(service_namespace)
+    return tuple(n for n in namespaces_in_scope(api, label) if n not in skipped)
 
 
 def _never() -> bool:
@@ -115,6 +133,7 @@ def audit_cluster(
     engine: Engine,
     *,
     all_namespaces: bool = False,
+    service_namespace: str | None = None,
     inventory: Inventory | None = None,
     keep: Callable[[Finding], bool] = lambda finding: True,
     found: Callable[[Finding], None] | None = None,
@@ -130,8 +149,10 @@ def audit_cluster(
 
     Namespaces that opted in are listed each by its namespaced calls; only with
     `all_namespaces` is each kind listed across the cluster (less the namespaces
-    never audited)."""
-    namespaces = namespaces_to_audit(api, engine, all_namespaces)
+    never audited). `service_namespace`, the namespace the service runs in, is never
+    audited (None: no such namespace is known, only kube-system and kube-node-lease
+    are left out)."""
+    namespaces = namespaces_to_audit(api, engine, all_namespaces, service_namespace)
     run = AuditRun(namespaces)
     for namespace in namespaces:
         run.summary.include_namespace(namespace)

@@ -108,7 +108,9 @@ class PeriodicAudit:
     """Audits the cluster behind ``api`` every ``interval`` seconds, in a daemon thread.
 
     ``engine`` gives the engine serving now; ``inventory``, when given, the live
-    inventory's latest snapshot (else Nodes and PriorityClasses are listed each run)."""
+    inventory's latest snapshot (else Nodes and PriorityClasses are listed each run).
+    ``service_namespace``, the namespace the replica runs in (``webhook.service.namespace``),
+    is never audited, as the webhooks never cover it."""
 
     def __init__(
         self,
@@ -118,6 +120,7 @@ class PeriodicAudit:
         metrics: AuditMetrics,
         *,
         inventory: Callable[[], Inventory] | None = None,
+        service_namespace: str | None = None,
         first_run_after: float = FIRST_RUN_AFTER,
     ) -> None:
         if interval <= 0:
@@ -127,10 +130,16 @@ class PeriodicAudit:
         self._interval = interval
         self._metrics = metrics
         self._inventory = inventory
+        self._service_namespace = service_namespace
         self._first = min(first_run_after, interval)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._publishing: bool | None = None
+
+    @property
+    def service_namespace(self) -> str | None:
+        """The namespace never audited beside kube-system and kube-node-lease."""
+        return self._service_namespace
 
     def start(self) -> None:
         if self._thread is not None:
@@ -164,6 +173,7 @@ class PeriodicAudit:
             run = audit_cluster(
                 self._api,
                 engine,
+                service_namespace=self._service_namespace,
                 inventory=inventory,
                 keep=_none,
                 found=results.add,

@@ -76,6 +76,7 @@ from webhook.service.inventory import (
     inventory_options,
     inventory_readiness,
 )
+from webhook.service.namespace import service_namespace
 from webhook.service.policy_reload import PolicyReloader
 from webhook.service.webhook_scope import ScopeCheck, WebhookScope
 from webhook.tls.dev import ensure_dev_serving_certificate
@@ -246,16 +247,22 @@ def _periodic_audit(
     metrics: Metrics,
 ) -> PeriodicAudit | None:
     """The audit of what runs every ``settings.audit_interval`` (not started yet), against
-    the live inventory when there is one."""
+    the live inventory when there is one, never of the namespace the replica runs in
+    (``webhook.service.namespace``), which the webhooks never cover."""
     if settings.audit_interval is None:
         return None
-    log.info("auditing what runs", extra={"interval_seconds": settings.audit_interval})
+    namespace = service_namespace()
+    log.info(
+        "auditing what runs",
+        extra={"interval_seconds": settings.audit_interval, "service_namespace": namespace},
+    )
     return PeriodicAudit(
         api,
         engine,
         settings.audit_interval,
         AuditMetrics(metrics.registry),
         inventory=None if inventory is None else inventory.current,
+        service_namespace=namespace,
     )
 
 
