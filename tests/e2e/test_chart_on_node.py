@@ -3,8 +3,9 @@
 A control plane of its own with one node of real parts (:mod:`.realnode`): the
 service's image is built from the project's Dockerfile (:mod:`.image`) and imported
 into the node's containerd; `helm install` runs the chart with a policy of a team's
-own (another workload label, pool label and taint than the default), the webhooks'
-clientConfig as shipped (the Service, no URL). kube-apiserver then calls the replicas
+own (another workload label, pool label and taint than the default), into a
+namespace of the platform team's choosing, the webhooks' clientConfig as shipped (the
+Service, no URL). kube-apiserver then calls the replicas
 through the Service's ClusterIP, which only kube-proxy's rules on the node translate.
 
 The GPU nodes are registered without kubelets, labelled as GPU Feature Discovery and
@@ -18,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -37,13 +39,19 @@ from .nodes import FLEET, POOL_LABEL, NodeSpec, Taint, register_node
 from .realnode.cluster import NODE_NAME, RealNodeCluster, node_prerequisites
 
 CHART = REPO / "deploy" / "helm" / "gpu-admission"
-NAMESPACE = "gpu-admission"
+# Not the chart's usual namespace: the webhooks, the audit and the policy read from the
+# cluster follow the release's namespace.
+NAMESPACE = "platform-admission"
 RELEASE = "gpu-admission"
 TEAM_LABEL = "team.example/class"
 TEAM_POOL_LABEL = "example.com/pool"
 TENANT = "team-ml"
 REPLICAS = 3
 CONFIGURATIONS = ("mutatingwebhookconfiguration", "validatingwebhookconfiguration")
+# How long after a replica's process dies kube-apiserver may still be sent to it:
+# kubelet sees the exit (PLEG, about a second), the endpoint goes unready, kube-proxy
+# resyncs (at least a second apart). Measured here: about 1 s.
+KUBELET_NOTICES_SECONDS = 5.0
 
 
 def team_policy(directory: Path) -> Path:
@@ -126,9 +134,24 @@ class Release:
             pods = self.replicas()
             ready = [pod for pod in pods if _ready(pod)]
             alive = [pod for pod in pods if not pod["metadata"].get("deletionTimestamp")]
-            return ready if len(ready) == count and len(alive) == count else None
+            if len(ready) != count or len(alive) != count:
+                return None
+            # Ready is not yet served: kube-apiserver reaches a replica only once
+            # kube-proxy has a rule for it (a second or so later).
+            addresses = {pod["status"]["podIP"] for pod in ready}
+            return ready if self.service_endpoints() == addresses else None
 
-        return self.cluster.wait_for(settled, timeout=timeout, what=f"{count} ready replicas")
+        return self.cluster.wait_for(settled, timeout=timeout, what=f"{count} served replicas")
+
+    def service_endpoints(self) -> set[str]:
+        """The pod addresses kube-proxy's rules send the webhook Service's port to."""
+        rules = self.cluster.in_node("iptables", "-t", "nat", "-S").stdout
+        marker = f'"{NAMESPACE}/gpu-admission:https -> '
+        return {
+            line.split(marker, 1)[1].split(":", 1)[0]
+            for line in rules.splitlines()
+            if line.startswith("-A KUBE-SVC-") and marker in line
+        }
 
 
 def _ready(pod: dict[str, Any]) -> bool:
@@ -147,6 +170,8 @@ class SteadyCreation:
     prefix: str
     created: int = 0
     failures: list[str] = field(default_factory=list)
+    # When each failure came, on time.monotonic()'s clock.
+    failed_at: list[float] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -160,6 +185,10 @@ class SteadyCreation:
         assert self._thread is not None
         self._thread.join(timeout=60)
 
+    def _failed(self, message: str) -> None:
+        self.failures.append(message)
+        self.failed_at.append(time.monotonic())
+
     def _run(self) -> None:
         url = f"{self.cluster.api_url}/api/v1/namespaces/{self.namespace}/pods"
         with httpx.Client(verify=self.cluster.admin_ssl_context(), timeout=30) as client:
@@ -170,12 +199,12 @@ class SteadyCreation:
                 try:
                     reply = client.post(url, json=class_pod(name))
                 except httpx.HTTPError as error:
-                    self.failures.append(f"{name}: {error!r}")
+                    self._failed(f"{name}: {error!r}")
                     continue
                 if reply.status_code == 201:
                     self.created += 1
                 else:
-                    self.failures.append(f"{name}: {reply.status_code} {reply.text[:300]}")
+                    self._failed(f"{name}: {reply.status_code} {reply.text[:400]}")
                 self._stop.wait(0.1)
 
 
@@ -235,6 +264,7 @@ def release(
         "--set", "image.pullPolicy=Never",
         "--wait", "--timeout", "5m",
     )  # fmt: skip
+    installed.wait_ready()
     return installed
 
 
@@ -325,6 +355,41 @@ def test_a_replica_deleted_under_steady_creation_fails_no_creation(release: Rele
     assert creation.created > 20
 
 
+def test_a_replica_killed_under_steady_creation_fails_only_what_reached_it_before_kubelet_saw(
+    release: Release,
+) -> None:
+    """SIGKILL of a replica's process, as the OOM killer does: no preStop, no drain.
+    kube-apiserver does not retry a refused connection, so with failurePolicy Fail a
+    creation sent to the dead replica before kubelet marks it unready fails; nothing
+    after that second does, and the replica comes back on its own."""
+    victim = release.ready_replicas()[0]
+    container_id = victim["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
+    tasks = release.cluster.ctr("tasks", "list").stdout.splitlines()
+    (pid,) = [line.split()[1] for line in tasks if line.startswith(container_id)]
+
+    with SteadyCreation(release.cluster, TENANT, "during-kill") as creation:
+        time.sleep(3)
+        killed_at = time.monotonic()
+        os.kill(int(pid), signal.SIGKILL)
+        release.cluster.wait_for(
+            lambda: _restarted(release, victim["metadata"]["name"]),
+            timeout=90,
+            what="the killed replica to be restarted",
+        )
+        release.wait_ready()
+        time.sleep(3)
+
+    assert creation.created > 20
+    for message, when in zip(creation.failures, creation.failed_at, strict=True):
+        assert "connection refused" in message, message
+        assert 0 <= when - killed_at < KUBELET_NOTICES_SECONDS, (message, when - killed_at)
+
+
+def _restarted(release: Release, name: str) -> bool:
+    pod = release.cluster.get_json("pod", name, NAMESPACE)
+    return pod["status"]["containerStatuses"][0].get("restartCount", 0) > 0
+
+
 def test_a_rolling_upgrade_under_steady_creation_fails_no_creation(release: Release) -> None:
     upgraded_tag = f"{release.image.tag}-upgraded"
     release.cluster.ctr(
@@ -365,6 +430,103 @@ def test_a_drain_of_the_node_stops_at_the_disruption_budget(release: Release) ->
     assert "disruption budget" in drained.stderr
     assert len(serving) == budget["spec"]["minAvailable"]
     release.wait_ready()
+
+
+def test_the_network_policy_admits_the_webhook_port_from_the_sources_set_only(
+    release: Release,
+) -> None:
+    """With networkPolicy.webhookSources, the policy admits the webhook port from those
+    addresses only. The bridge CNI does not enforce NetworkPolicy: a tenant's pod still
+    connects here, where Calico or Cilium would drop its SYN. kube-apiserver's calls
+    reach a replica from the address kube-proxy masquerades them to (the node's, as
+    they come from outside the pod range): that is the address to list."""
+    cluster = release.cluster
+    seen_from = _apiserver_source_seen_by_replicas(release)
+    release.helm(
+        "upgrade", RELEASE, str(CHART), "--reuse-values",
+        "--set", f"networkPolicy.webhookSources={{{seen_from}/32}}", "--wait",
+    )  # fmt: skip
+    policy = cluster.get_json("networkpolicy", "gpu-admission", NAMESPACE)
+    cluster.apply(json.dumps(class_pod("after-network-policy")), namespace=TENANT)
+    replica = release.ready_replicas()[0]["status"]["podIP"]
+    reached = _tenant_connects(release, replica, 8443)
+
+    (webhook_rule, _metrics_rule) = policy["spec"]["ingress"]
+    assert webhook_rule["from"] == [{"ipBlock": {"cidr": f"{seen_from}/32"}}]
+    assert reached, "the bridge CNI enforced a NetworkPolicy: update the docstring and docs"
+
+
+def _apiserver_source_seen_by_replicas(release: Release) -> str:
+    """The source address of kube-apiserver's connections to the webhook Service, as
+    the replicas see it (conntrack's reply tuple, after kube-proxy's NAT)."""
+    service_ip = release.cluster.get_json("service", "gpu-admission", NAMESPACE)["spec"][
+        "clusterIP"
+    ]
+    release.cluster.apply(json.dumps(class_pod("seen-from")), namespace=TENANT)
+    table = release.cluster.in_node("conntrack", "-L", "-p", "tcp", "--orig-dst", service_ip).stdout
+    replies = {
+        line.split(" dst=")[2].split()[0] for line in table.splitlines() if line.count(" dst=") >= 2
+    }
+    assert len(replies) == 1, table
+    return replies.pop()
+
+
+def _tenant_connects(release: Release, address: str, port: int) -> bool:
+    """Whether a pod of the tenant's namespace opens a TCP connection to address:port."""
+    name = "reach-webhook-port"
+    script = (
+        "import socket, sys\n"
+        f"socket.create_connection(({address!r}, {port}), timeout=5).close()\n"
+        "print('connected')\n"
+    )
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            "containers": [
+                {
+                    "name": "client",
+                    "image": release.image.reference,
+                    "imagePullPolicy": "Never",
+                    "command": ["python3", "-c", script],
+                }
+            ],
+        },
+    }
+    release.cluster.create_namespace("tenant-plain")
+    release.cluster.apply(json.dumps(pod), namespace="tenant-plain")
+
+    def finished() -> str | None:
+        phase = release.cluster.get_json("pod", name, "tenant-plain")["status"].get("phase")
+        return phase if phase in ("Succeeded", "Failed") else None
+
+    phase = release.cluster.wait_for(finished, timeout=90, what="the tenant's client pod")
+    return phase == "Succeeded"
+
+
+def test_the_audit_reads_the_policy_from_the_release_namespace(release: Release) -> None:
+    release.cluster.apply(json.dumps(class_pod("audited")), namespace=TENANT)
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "webhook.cli", "audit", "--policy-from-cluster",
+            "--service-namespace", NAMESPACE, "--kubeconfig", str(release.cluster.kubeconfig),
+            "--output", "json", "--quiet",
+        ],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+    assert result.returncode in (0, 1), result.stderr
+    report = json.loads(result.stdout)
+    audited = [r for r in report["results"] if r["name"] == "audited" and r["kind"] == "Pod"]
+
+    assert report["policy"].startswith(f"ConfigMap {NAMESPACE}/"), report["policy"]
+    assert TENANT in report["scope"]["namespaces"]
+    assert NAMESPACE not in report["scope"]["namespaces"]
+    # The team's pod, judged by the team's policy, passes as it did at admission.
+    assert [r["verdict"] for r in audited] == ["passed"], audited
 
 
 def test_uninstall_leaves_no_webhook_configuration(release: Release) -> None:
