@@ -130,13 +130,6 @@ def normalized(chart: Objects, kustomized: Objects) -> tuple[dict[Any, Any], dic
                 del obj["spec"]["template"]["metadata"]["annotations"]
     # 6. The chart's quota for its replicas' priority class (values: priorityClassQuota).
     chart = [o for o in chart if o["kind"] != "ResourceQuota"]
-    # 7. The policy ConfigMap's webhook-scope annotation, which kustomize cannot compute
-    # (docs/troubleshooting.md: kustomize users take it from `manifests webhooks`).
-    for obj in chart:
-        if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] == "gpu-admission-policy":
-            del obj["metadata"]["annotations"][SCOPE_ANNOTATION]
-            if not obj["metadata"]["annotations"]:
-                del obj["metadata"]["annotations"]
     for obj in kustomized:
         if obj["kind"] == "ConfigMap" and obj["metadata"]["name"].startswith(
             "gpu-admission-policy-"
