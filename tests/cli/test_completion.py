@@ -89,7 +89,8 @@ class TestBash:
 
     def test_options_are_those_of_the_command_so_far(self, bash_script: Path) -> None:
         assert completed(bash_script, ["check", "--"]) == [
-            "--help", "--policy", "--output", "--warnings-exit-code",
+            "--help", "--filename", "--policy", "--output", "--detailed", "--verbose",
+            "--only-denied", "--warnings-exit-code", "--print-schema",
         ]  # fmt: skip
         assert completed(bash_script, ["--v"]) == ["--version"]
 
@@ -110,7 +111,14 @@ class TestBash:
         (tmp_path / "app.yaml").write_text("", "utf-8")
 
         assert sorted(completed(bash_script, ["check", "ap"], tmp_path)) == ["app.yaml", "apps"]
-        assert completed(bash_script, ["policy", "test", "ap"], tmp_path) == ["apps"]
+        # policy test takes a case file as well as a folder of them.
+        assert sorted(completed(bash_script, ["policy", "test", "ap"], tmp_path)) == [
+            "app.yaml",
+            "apps",
+        ]
+        assert sorted(
+            completed(bash_script, ["policy", "schema", "--output-file", "ap"], tmp_path)
+        ) == ["app.yaml", "apps"]
         assert completed(bash_script, ["check", "--policy", "app."], tmp_path) == ["app.yaml"]
 
     def test_an_options_value_is_not_taken_for_a_command(
@@ -120,7 +128,8 @@ class TestBash:
 
         # `policy` after --policy is that option's value, not the policy command.
         assert completed(bash_script, ["check", "--policy", "policy", "--"]) == [
-            "--help", "--policy", "--output", "--warnings-exit-code",
+            "--help", "--filename", "--policy", "--output", "--detailed", "--verbose",
+            "--only-denied", "--warnings-exit-code", "--print-schema",
         ]  # fmt: skip
 
 

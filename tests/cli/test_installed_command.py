@@ -172,7 +172,7 @@ def test_the_ci_options_are_in_the_commands_help(gpu_admission: GpuAdmission) ->
 
     assert (check.returncode, policy_test.returncode) == (0, 0)
     assert "--warnings-exit-code N" in check.stdout
-    assert "--output {text,junit}" in policy_test.stdout
+    assert "--output {text,json,yaml,junit}" in policy_test.stdout
 
 
 @needs_bash
@@ -204,7 +204,7 @@ offer gpu-admission check --warn
     assert result.stdout.splitlines() == [
         "complete -F _gpu_admission gpu-admission",
         "policy",
-        "text junit",
+        "text json yaml junit",
         "--warnings-exit-code",
     ]
 
@@ -232,7 +232,7 @@ def warn_policy(gpu_admission: GpuAdmission) -> Path:
 def test_check_reads_a_folder_at_any_depth_in_path_order(
     gpu_admission: GpuAdmission, manifests: Path
 ) -> None:
-    result = gpu_admission("check", "manifests")
+    result = gpu_admission("check", "--detailed", "manifests")
 
     assert (result.returncode, result.stderr) == (1, "")
     assert headlines(result.stdout) == [
@@ -264,10 +264,14 @@ def test_check_counts_warnings_and_still_exits_0(
     write(gpu_admission.cwd / "big.yaml", NINE_GPUS_POD)
 
     result = gpu_admission("check", "--policy", "warn.yaml", "big.yaml")
+    detailed = gpu_admission("check", "-v", "--policy", "warn.yaml", "big.yaml")
 
-    assert result.returncode == 0
-    assert "    Warning: gpu-admission: gpu-count: pod requests 9 nvidia.com/gpu" in result.stdout
-    assert result.stdout.endswith("\n1 pod: 1 allowed, 0 denied; 1 warning\n")
+    assert (result.returncode, detailed.returncode) == (0, 0)
+    assert result.stdout == (
+        "allowed  Pod/big  big.yaml:1  1 warning\n1 pod: 1 allowed, 0 denied; 1 warning\n"
+    )
+    assert "    Warning: gpu-admission: gpu-count: pod requests 9 nvidia.com/gpu" in detailed.stdout
+    assert detailed.stdout.endswith("\n1 pod: 1 allowed, 0 denied; 1 warning\n")
 
 
 @pytest.mark.parametrize("code", [1, 3])
@@ -296,6 +300,104 @@ def test_a_denial_exits_1_whatever_the_warnings_exit_code(
 
     assert result.returncode == 1
     assert result.stdout.endswith("2 pods: 1 allowed, 1 denied; 1 warning\n")
+
+
+def test_check_junit_keeps_its_report_when_an_input_is_broken(
+    gpu_admission: GpuAdmission, manifests: Path
+) -> None:
+    write(manifests / "half-written.yaml", "kind: Pod\nmetadata: {name: [\n")
+    write(gpu_admission.cwd / "good.yaml", CPU_POD)
+
+    result = gpu_admission("check", "-o", "junit", "manifests", "good.yaml", "missing.yaml")
+
+    root = ET.fromstring(result.stdout.encode("utf-8"))
+    assert result.returncode == 2
+    assert [s.get("name") for s in root.findall("testsuite")] == [
+        "manifests/apps/deep/by-hand.yaml",
+        "manifests/cpu.yaml",
+        "manifests/half-written.yaml",
+        "good.yaml",
+        "missing.yaml",
+    ]
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("5", "1", "2")
+    [broken] = root.findall("testsuite[@name='manifests/half-written.yaml']/testcase/error")
+    assert broken.get("message", "").startswith("manifests/half-written.yaml:3: not valid YAML")
+    [missing] = root.findall("testsuite[@name='missing.yaml']/testcase/error")
+    assert missing.get("message") == "missing.yaml: no such file or folder"
+
+
+def test_check_junit_on_a_broken_policy_is_a_report_of_one_error(
+    gpu_admission: GpuAdmission, manifests: Path
+) -> None:
+    write(gpu_admission.cwd / "policy.yaml", BROKEN_POLICY)
+
+    result = gpu_admission("check", "-o", "junit", "--policy", "policy.yaml", "manifests")
+
+    root = ET.fromstring(result.stdout.encode("utf-8"))
+    assert result.returncode == 2
+    assert result.stderr.startswith("gpu-admission: policy.yaml:6: ")
+    assert (root.get("tests"), root.get("errors")) == ("1", "1")
+    [suite] = root.findall("testsuite")
+    assert suite.get("name") == "policy.yaml"
+    assert suite.find("testcase/error") is not None
+
+
+def test_check_prints_a_line_per_object_and_only_the_denied_when_asked(
+    gpu_admission: GpuAdmission, manifests: Path
+) -> None:
+    short = gpu_admission("check", "manifests")
+    only_denied = gpu_admission("check", "--only-denied", "manifests")
+
+    assert (short.returncode, only_denied.returncode) == (1, 1)
+    denied = (
+        "DENIED   Pod/by-hand  manifests/apps/deep/by-hand.yaml:2  visible-devices: "
+        "container 'cuda' sets NVIDIA_VISIBLE_DEVICES=all, "
+    )
+    assert short.stdout.startswith(denied)
+    assert short.stdout.splitlines()[1:] == [
+        "allowed  Pod/etl  manifests/cpu.yaml:1",
+        "2 pods: 1 allowed, 1 denied",
+    ]
+    assert only_denied.stdout.startswith(denied)
+    assert only_denied.stdout.splitlines()[1:] == ["2 pods: 1 allowed, 1 denied"]
+
+
+def test_check_reads_files_named_as_kubectl_names_them(gpu_admission: GpuAdmission) -> None:
+    write(gpu_admission.cwd / "by-hand.yaml", VISIBLE_DEVICES_POD)
+
+    result = subprocess.run(
+        [str(INSTALLED), "check", "-f", "by-hand.yaml", "--filename", "-", "-o", "json"],
+        input=CPU_POD,
+        capture_output=True,
+        text=True,
+        cwd=gpu_admission.cwd,
+        env=gpu_admission.environment(),
+        timeout=60,
+    )
+
+    report = json.loads(result.stdout)
+    assert result.returncode == 1
+    assert [(p["source"], p["verdict"]) for p in report["pods"]] == [
+        ("by-hand.yaml", "denied"),
+        ("-", "allowed"),
+    ]
+
+
+def test_check_print_schema_describes_the_report_check_prints(
+    gpu_admission: GpuAdmission, manifests: Path
+) -> None:
+    from webhook.offline.report_schema import CHECK_SCHEMA, SCHEMAS, validate_check_report
+
+    schema = gpu_admission("check", "--print-schema")
+    report = gpu_admission("check", "-o", "json", "manifests", "missing.yaml")
+    helped = gpu_admission("check", "--help")
+
+    assert schema.returncode == 0
+    assert schema.stdout == (SCHEMAS / CHECK_SCHEMA).read_text("utf-8")
+    assert json.loads(schema.stdout)["title"] == "CheckReport"
+    validate_check_report(json.loads(report.stdout))
+    assert "gpu-admission check --print-schema" in helped.stdout
+    assert ".py" not in helped.stdout
 
 
 def test_explain_says_which_warnings_kubectl_would_print(
@@ -375,7 +477,8 @@ def test_policy_test_junit_fails_a_case_with_expected_against_got(
     result = gpu_admission("policy", "test", "-o", "junit", "cases")
 
     root = ET.fromstring(result.stdout.encode("utf-8"))
-    assert (result.returncode, result.stderr) == (1, "")
+    # A case that cannot be run is broken input: 2, which wins over the failure's 1.
+    assert (result.returncode, result.stderr) == (2, "")
     [suite] = root.findall("testsuite")
     assert (suite.get("name"), suite.get("tests"), suite.get("failures"), suite.get("errors")) == (
         "cases",
@@ -392,6 +495,95 @@ def test_policy_test_junit_fails_a_case_with_expected_against_got(
     )
     [error] = suite.findall("testcase[@name='not-a-case.yaml']/error")
     assert error.get("message", "").startswith("invalid case: ")
+
+
+def test_policy_validate_reads_standard_input_and_a_folder(gpu_admission: GpuAdmission) -> None:
+    write(gpu_admission.cwd / "policies" / "good.yaml", default_policy_text())
+    write(gpu_admission.cwd / "policies" / "tests" / "case.yaml", "expect: allowed\n")
+
+    piped = subprocess.run(
+        [str(INSTALLED), "policy", "validate", "-"],
+        input=default_policy_text(),
+        capture_output=True,
+        text=True,
+        cwd=gpu_admission.cwd,
+        env=gpu_admission.environment(),
+        timeout=60,
+    )
+    folder = gpu_admission("policy", "validate", "policies", "missing.yaml")
+
+    assert (piped.returncode, piped.stdout) == (0, "-: ok (2 pools, 2 classes)\n")
+    assert folder.returncode == 1
+    assert folder.stdout == "policies/good.yaml: ok (2 pools, 2 classes)\n"
+    assert folder.stderr == "missing.yaml: cannot read: no such file or folder\n"
+    assert "Errno" not in piped.stderr + folder.stderr
+
+
+def test_policy_test_runs_a_single_file_and_selects_cases_by_name(
+    gpu_admission: GpuAdmission,
+) -> None:
+    single = gpu_admission("policy", "test", str(POLICY_CASES / "cpu-pod-allowed.yaml"))
+    selected = gpu_admission(
+        "policy", "test", "-o", "json", "--run", "denied[.]yaml$", str(POLICY_CASES)
+    )
+
+    report = json.loads(selected.stdout)
+    denied = sorted(p.name for p in POLICY_CASES.glob("*-denied.yaml"))
+    assert (single.returncode, single.stdout.splitlines()[-1]) == (0, "1 cases: 1 passed, 0 failed")
+    assert selected.returncode == 0
+    assert [case["name"] for case in report["cases"]] == denied
+    assert report["summary"] == {
+        "cases": len(denied),
+        "passed": len(denied),
+        "failed": 0,
+        "errors": 0,
+    }
+
+
+def test_policy_schema_takes_its_path_from_output_file_and_refuses_the_old_spelling(
+    gpu_admission: GpuAdmission,
+) -> None:
+    written = gpu_admission("policy", "schema", "--output-file", "schema.json")
+    refused = gpu_admission("policy", "schema", "-o", "old.json")
+
+    assert (written.returncode, written.stdout) == (0, "wrote schema.json\n")
+    assert json.loads((gpu_admission.cwd / "schema.json").read_text("utf-8"))["title"] == (
+        "gpu-admission policy"
+    )
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("usage: gpu-admission policy schema ")
+    assert refused.stderr.endswith("use --output-file old.json\n")
+    assert not (gpu_admission.cwd / "old.json").exists()
+
+
+@pytest.mark.parametrize(
+    "command", [["check"], ["policy", "test"], ["policy", "validate"], ["audit"], ["serve"]]
+)
+def test_an_unknown_option_prints_the_usage_of_the_command_it_was_given_to(
+    gpu_admission: GpuAdmission, command: list[str]
+) -> None:
+    result = gpu_admission(*command, "--no-such-option")
+
+    name = " ".join(command)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith(f"usage: gpu-admission {name} ")
+    assert result.stderr.endswith(
+        f"gpu-admission {name}: error: unrecognized arguments: --no-such-option\n"
+    )
+
+
+def test_the_help_of_serve_shows_its_defaults(gpu_admission: GpuAdmission) -> None:
+    result = gpu_admission("serve", "--help")
+
+    text = " ".join(result.stdout.split())
+    assert result.returncode == 0
+    for default in [
+        "(default: 127.0.0.1)",
+        "(default: 8443)",
+        "(default: info)",
+        "(default: 9090)",
+    ]:
+        assert default in text
 
 
 def test_policy_schema_goes_to_standard_output(gpu_admission: GpuAdmission) -> None:

@@ -100,7 +100,7 @@ class TestCheck:
     def test_a_deployment_and_a_violating_job_are_each_shown_and_the_exit_status_is_1(
         self, manifest: Path, capsys: Capture
     ) -> None:
-        code = main(["check", str(manifest)])
+        code = main(["check", "--detailed", str(manifest)])
 
         out, err = capsys.readouterr()
         assert code == 1
@@ -154,7 +154,7 @@ class TestCheck:
 
         out, _ = capsys.readouterr()
         assert code == 1
-        assert f"-:{JOB_LINE} Job 'resnet-train' /spec/template: DENIED (class training)\n" in out
+        assert f"DENIED   Job/resnet-train /spec/template  -:{JOB_LINE}  gpu-count: " in out
 
     def test_json_output_is_a_check_report_with_each_pod_and_each_skipped_object(
         self, manifest: Path, capsys: Capture
@@ -177,7 +177,9 @@ class TestCheck:
             "skipped": 1,
             "claimObjects": 0,
             "claimObjectsDenied": 0,
+            "errors": 0,
         }
+        assert report["errors"] == []
         deployment, job = report["pods"]
         assert (deployment["object"]["kind"], deployment["template"], deployment["verdict"]) == (
             "Deployment",
@@ -233,24 +235,59 @@ class TestCheck:
         listed = [p for p in report["pods"][0]["placement"] if p["nodes"] == "listed"]
         assert [p["reachable"] for p in listed] == ["yes", "yes", "yes"]
 
-    def test_broken_yaml_exits_2_naming_the_file_and_line(
+    def test_broken_yaml_is_an_error_of_the_report_naming_the_file_and_line_and_exits_2(
         self, tmp_path: Path, capsys: Capture
     ) -> None:
         broken = tmp_path / "broken.yaml"
         broken.write_text("apiVersion: v1\nkind: Pod\nmetadata:\n  name: [p\nspec: {}\n", "utf-8")
 
-        code = main(["check", str(broken)])
+        code = main(["check", str(broken), str(EXAMPLES / "cpu-pod.yaml")])
 
         out, err = capsys.readouterr()
         assert code == 2
-        assert out == ""
+        assert out.splitlines()[0] == f"allowed  Pod/etl  {EXAMPLES / 'cpu-pod.yaml'}:1"
+        assert out.splitlines()[1].startswith(f"ERROR    {broken}:5  not valid YAML: ")
+        assert out.endswith("1 pod: 1 allowed, 0 denied; 1 file unreadable\n")
         assert err.startswith(f"gpu-admission: {broken}:5: not valid YAML: ")
 
-    def test_a_missing_file_exits_2(self, tmp_path: Path, capsys: Capture) -> None:
+    def test_a_missing_file_is_an_error_of_the_report_without_errno_text(
+        self, tmp_path: Path, capsys: Capture
+    ) -> None:
         code = main(["check", str(tmp_path / "nowhere.yaml")])
 
+        out, err = capsys.readouterr()
         assert code == 2
-        assert "nowhere.yaml: cannot read: " in capsys.readouterr().err
+        assert f"ERROR    {tmp_path / 'nowhere.yaml'}  no such file or folder\n" in out
+        assert "Errno" not in out + err
+
+    @pytest.mark.parametrize(
+        ("text", "reason"),
+        [
+            ("a: [\n", "not valid YAML: "),
+            ("just a string\n", "expected a Kubernetes object with apiVersion and kind"),
+        ],
+        ids=["not-yaml", "not-an-object"],
+    )
+    def test_an_unreadable_file_is_in_every_format_and_a_denial_does_not_hide_it(
+        self, tmp_path: Path, text: str, reason: str, capsys: Capture
+    ) -> None:
+        broken = tmp_path / "broken.yaml"
+        broken.write_text(text, "utf-8")
+        denied = EXAMPLES / "denied" / "too-many-gpus.yaml"
+
+        codes = {o: main(["check", "-o", o, str(broken), str(denied)]) for o in ["json", "junit"]}
+
+        as_json, as_junit = capsys.readouterr().out.split("<?xml", 1)
+        report = json.loads(as_json)
+        assert codes == {"json": 2, "junit": 2}
+        assert report["summary"]["errors"] == 1
+        [error] = report["errors"]
+        assert (error["source"], error["reason"].startswith(reason)) == (str(broken), True)
+        assert [p["verdict"] for p in report["pods"]] == ["denied"]
+        root = ET.fromstring(("<?xml" + as_junit).encode("utf-8"))
+        assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("2", "1", "1")
+        [case] = root.findall(f"testsuite[@name='{broken}']/testcase")
+        assert (case.get("name"), case.find("error") is not None) == ("(file)", True)
 
     def test_a_broken_policy_exits_2(self, manifest: Path, tmp_path: Path, capsys: Capture) -> None:
         policy = tmp_path / "policy.yaml"
@@ -320,7 +357,7 @@ class TestCheckFolders:
         (tmp_path / ".git" / "HEAD.yaml").write_text("not: [a manifest", "utf-8")
         (tmp_path / "README.md").write_text("# apps\n", "utf-8")
 
-        code = main(["check", str(tmp_path)])
+        code = main(["check", "--detailed", str(tmp_path)])
 
         out = capsys.readouterr().out
         assert code == 1
@@ -345,10 +382,31 @@ class TestCheckFolders:
     def test_a_folder_without_manifests_exits_2(self, tmp_path: Path, capsys: Capture) -> None:
         code = main(["check", str(tmp_path)])
 
+        out, err = capsys.readouterr()
         assert code == 2
-        assert capsys.readouterr().err == (
+        assert err == (
             f"gpu-admission: {tmp_path}: no manifests (*.yaml, *.yml, *.json) in this folder\n"
         )
+        assert f"ERROR    {tmp_path}  no manifests (*.yaml, *.yml, *.json) in this folder\n" in out
+
+    def test_a_folder_with_one_broken_file_is_judged_but_for_that_file(
+        self, tmp_path: Path, capsys: Capture
+    ) -> None:
+        for name in ["cpu-pod.yaml", "denied/no-class.yaml"]:
+            (tmp_path / name).parent.mkdir(exist_ok=True)
+            (tmp_path / name).write_text((EXAMPLES / name).read_text("utf-8"), "utf-8")
+        (tmp_path / "half-written.yaml").write_text("kind: Pod\nmetadata: {name: [\n", "utf-8")
+
+        code = main(["check", "-o", "junit", str(tmp_path)])
+
+        root = ET.fromstring(capsys.readouterr().out.encode("utf-8"))
+        assert code == 2
+        assert [s.get("name") for s in root.findall("testsuite")] == [
+            str(tmp_path / "cpu-pod.yaml"),
+            str(tmp_path / "denied" / "no-class.yaml"),
+            str(tmp_path / "half-written.yaml"),
+        ]
+        assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("3", "1", "1")
 
 
 class TestCheckJunit:
@@ -388,7 +446,7 @@ class TestCheckWarnings:
     def test_warnings_are_shown_as_kubectl_prints_them_and_counted(
         self, warn_policy: Path, nine_gpus: Path, capsys: Capture
     ) -> None:
-        code = main(["check", "--policy", str(warn_policy), str(nine_gpus)])
+        code = main(["check", "-v", "--policy", str(warn_policy), str(nine_gpus)])
 
         out = capsys.readouterr().out
         assert code == 0
@@ -526,17 +584,38 @@ class TestPolicySchema:
     def test_the_schema_is_written_where_asked(self, tmp_path: Path, capsys: Capture) -> None:
         target = tmp_path / "schema.json"
 
-        code = main(["policy", "schema", "--output", str(target)])
+        code = main(["policy", "schema", "--output-file", str(target)])
 
         assert code == 0
         assert target.read_text("utf-8") == policy_schema_text(RULES.names)
         assert capsys.readouterr().out == f"wrote {target}\n"
 
     def test_a_dash_writes_the_schema_to_standard_output(self, capsys: Capture) -> None:
-        code = main(["policy", "schema", "--output", "-"])
+        code = main(["policy", "schema", "--output-file", "-"])
 
         assert code == 0
         assert json.loads(capsys.readouterr().out)["title"] == "gpu-admission policy"
+
+    def test_output_is_the_format_as_in_every_command(self, capsys: Capture) -> None:
+        code = main(["policy", "schema", "-o", "yaml"])
+
+        assert code == 0
+        assert yaml.safe_load(capsys.readouterr().out)["title"] == "gpu-admission policy"
+
+    @pytest.mark.parametrize("option", ["-o", "--output"])
+    def test_the_old_spelling_of_a_path_is_refused_naming_the_new_one(
+        self, tmp_path: Path, option: str, capsys: Capture
+    ) -> None:
+        target = tmp_path / "schema.json"
+
+        with pytest.raises(SystemExit) as exit_:
+            main(["policy", "schema", option, str(target)])
+
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2
+        assert err.startswith("usage: gpu-admission policy schema ")
+        assert f"use --output-file {target}\n" in err
+        assert not target.exists()
 
 
 class TestPolicyTest:
@@ -636,8 +715,64 @@ class TestPolicyTest:
         assert failure.get("message", "").startswith("expected allowed, got denied (")
         assert root.findall("testsuite")[0].get("name") == str(tmp_path)
 
-    def test_a_folder_without_cases_is_a_usage_error(self, tmp_path: Path, capsys: Capture) -> None:
+    def test_a_folder_without_cases_is_a_case_that_cannot_be_run(
+        self, tmp_path: Path, capsys: Capture
+    ) -> None:
         code = main(["policy", "test", str(tmp_path)])
 
         assert code == 2
-        assert capsys.readouterr().err == f"gpu-admission: {tmp_path}: no test cases (*.yaml)\n"
+        assert capsys.readouterr().out == (
+            f"ERROR {tmp_path}: no test cases (*.yaml, *.yml) in this folder\n"
+            "1 cases: 0 passed, 0 failed, 1 could not be run\n"
+        )
+
+    def test_a_single_file_and_a_folder_are_run_and_run_selects_cases_by_name(
+        self, capsys: Capture
+    ) -> None:
+        single = POLICIES / "tests" / "cpu-pod-allowed.yaml"
+
+        code = main(
+            ["policy", "test", "-f", str(single), str(POLICIES / "tests"), "--run", "nine|cpu-pod"]
+        )
+
+        assert code == 0
+        assert capsys.readouterr().out.splitlines() == [
+            f"PASS {single}",
+            "PASS cpu-pod-allowed.yaml",
+            "PASS training-job-nine-gpus-denied.yaml",
+            "3 cases: 3 passed, 0 failed",
+        ]
+
+    def test_a_case_on_standard_input_is_run(
+        self, monkeypatch: pytest.MonkeyPatch, capsys: Capture
+    ) -> None:
+        stdin_of(
+            monkeypatch, (POLICIES / "tests" / "visible-devices-denied.yaml").read_text("utf-8")
+        )
+
+        assert main(["policy", "test", "-"]) == 0
+        assert capsys.readouterr().out.startswith("PASS -\n")
+
+    def test_run_selecting_no_case_is_a_usage_error(self, capsys: Capture) -> None:
+        code = main(["policy", "test", str(POLICIES / "tests"), "--run", "no-such-case"])
+
+        assert code == 2
+        assert capsys.readouterr().err == "gpu-admission: no case matches --run no-such-case\n"
+
+    def test_json_output_is_a_policy_test_report(self, tmp_path: Path, capsys: Capture) -> None:
+        (tmp_path / "not-a-case.yaml").write_text("expect: maybe\n", "utf-8")
+        cases = [str(POLICIES / "tests" / "cpu-pod-allowed.yaml"), str(tmp_path)]
+
+        code = main(["policy", "test", "-o", "json", *cases])
+
+        report = json.loads(capsys.readouterr().out)
+        assert code == 2
+        assert (report["kind"], report["passed"], report["summary"]) == (
+            "PolicyTestReport",
+            False,
+            {"cases": 2, "passed": 1, "failed": 0, "errors": 1},
+        )
+        assert [(c["name"], c["result"]) for c in report["cases"]] == [
+            (cases[0], "pass"),
+            ("not-a-case.yaml", "error"),
+        ]

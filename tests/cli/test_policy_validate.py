@@ -164,5 +164,7 @@ def test_validate_without_files_is_a_usage_error(capsys: Capture) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["policy", "validate"])
 
+    err = capsys.readouterr().err
     assert exited.value.code == 2
-    assert "files" in capsys.readouterr().err
+    assert err.startswith("usage: gpu-admission policy validate ")
+    assert "the following arguments are required: FILE" in err

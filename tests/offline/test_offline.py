@@ -430,10 +430,11 @@ class TestPresentation:
             "pods",
             "claimObjects",
             "skipped",
+            "errors",
         ]
         assert data["summary"] == {
             "pods": 1, "allowed": 1, "denied": 0, "warnings": 0, "skipped": 1,
-            "claimObjects": 0, "claimObjectsDenied": 0,
+            "claimObjects": 0, "claimObjectsDenied": 0, "errors": 0,
         }  # fmt: skip
         [pod_data] = data["pods"]
         assert list(pod_data) == [

@@ -17,8 +17,9 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, TypeAlias
+from typing import Any, NamedTuple, TypeAlias, cast
 
+from webhook.cli.parsing import CommandParser
 from webhook.cli.policy_option import add_policy_option, load_engine
 from webhook.errors import PolicyError
 
@@ -52,14 +53,16 @@ class CommandGroup(NamedTuple):
 def build_parser(command: str | None = None, every_group: bool = False) -> argparse.ArgumentParser:
     """The parser with `command`'s group (or, with `every_group`, each group) in full, and
     the other commands by name and help alone."""
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog=PROG,
         description="Admission webhooks that put GPU workloads on the right nodes.",
     )
     parser.add_argument(
         "--version", action=_VersionAction, help="print the installed version and exit"
     )
-    commands = parser.add_subparsers(title="commands")
+    # Each command's parser is a CommandParser too (and so are theirs): an unknown option
+    # is refused with the usage of the command it was given to.
+    commands = cast(Commands, parser.add_subparsers(title="commands", parser_class=CommandParser))
     for group in COMMAND_GROUPS:
         if every_group or command in group.commands:
             group.add(commands)
@@ -114,8 +117,8 @@ def _add_serve_command(commands: Commands) -> None:
     from webhook.service.file_poll import DEFAULT_INTERVAL
 
     serve = commands.add_parser("serve", help=SERVE_HELP)
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8443)
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on for HTTPS")
+    serve.add_argument("--port", type=int, default=8443, help="HTTPS port of the webhooks")
     serve.add_argument(
         "--metrics-port",
         type=_port,
@@ -123,10 +126,12 @@ def _add_serve_command(commands: Commands) -> None:
         help="plain-HTTP port of GET /metrics on the same host; 0 serves no metrics "
         "(default: 9090)",
     )
-    add_policy_option(serve)
+    add_policy_option(serve, stdin=False)
     serve.add_argument("--tls-cert", type=Path, help="serving certificate (PEM)")
     serve.add_argument("--tls-key", type=Path, help="serving key (PEM)")
-    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
+    serve.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning"], help="log level"
+    )
     serve.add_argument(
         "--reload-interval",
         type=_positive_seconds,
@@ -241,6 +246,11 @@ def _serve(args: argparse.Namespace) -> int:
 
     if (args.tls_cert is None) != (args.tls_key is None):
         print("gpu-admission: give both --tls-cert and --tls-key, or neither", file=sys.stderr)
+        return 2
+    if args.policy is not None and str(args.policy) == "-":
+        print(
+            "gpu-admission: serve reads its policy from a file it watches, not -", file=sys.stderr
+        )
         return 2
     try:
         policy = load_engine(args.policy).policy

@@ -1,8 +1,12 @@
 """`gpu-admission check`, `explain`, `policy schema` and `policy test`: the policy, offline.
 
 Exit status: 0 when everything is allowed (or passes), 1 on a denial (or a
-failed case), 2 on a usage error or input that cannot be read; `check
+failed case), 2 on a usage error or input that cannot be read (2 wins over 1); `check
 --warnings-exit-code N` makes it N when everything is admitted but with warnings.
+Input that cannot be read (a missing file, not YAML, not a Kubernetes object, a case
+that is not a case) is an error entry of the report, in every format, and the other
+files are still judged: a CI job always gets its report. A policy that cannot be loaded
+judges nothing: it fails at once (in JUnit, as a report with one error testcase).
 
 The engine, the policy model and the YAML reader are imported when a command runs,
 not when its arguments are added: `--help` starts without them.
@@ -11,22 +15,29 @@ not when its arguments are added: `--help` starts without them.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from webhook.cli.parsing import add_file_arguments, file_names
 from webhook.cli.policy_option import add_policy_option, load_engine
 from webhook.errors import PolicyError
 
 if TYPE_CHECKING:
+    from webhook.offline.cases import CaseResult
+    from webhook.offline.documents import ManifestsRead
     from webhook.offline.evaluation import Report
 
 __all__ = ["add_offline_commands", "add_policy_offline_commands"]
 
 OK, DENIED, USAGE = 0, 1, 2
 OUTPUTS = ("text", "json", "yaml", "junit")
-TEST_OUTPUTS = ("text", "junit")
+TEST_OUTPUTS = ("text", "json", "yaml", "junit")
+SCHEMA_FORMATS = ("json", "yaml")
 STDOUT = "-"
+CHECK_SCHEMA = "check-report.schema.json"
+TEST_SCHEMA = "policy-test-report.schema.json"
 
 CHECK_EPILOG = """\
 Each Pod, and each pod template of a Deployment, StatefulSet, DaemonSet,
@@ -40,13 +51,18 @@ is in every pod's); a claim naming one not among the files is not judged, with a
 warning. Other kinds are reported as skipped. A DIR stands for every *.yaml, *.yml and
 *.json file under it at any depth, in path order, hidden ones left out (as
 kubectl apply -R -f DIR). Warnings are those kubectl would print.
---output json|yaml prints a CheckReport (structure documented in
-webhook/offline/report_data.py); --output junit prints JUnit XML, a testsuite
-per file and a testcase per pod or pod template (webhook/offline/junit.py).
-Exit status: 0 all allowed, 1 any denial, 2 unreadable input or policy; with
---warnings-exit-code N, N when all are allowed but some with warnings (1 fails
-a CI job on warnings; a code of its own, such as 3, lets the CI tell them apart,
-e.g. GitLab's allow_failure: exit_codes: [3]).
+The text report is a line per object (verdict, kind/namespace/name, the pod
+template of a workload, file:line, the first line of the denial or how many
+warnings) and a summary; --detailed adds each rule's outcome, the placement and
+the mutation. --output json|yaml prints a CheckReport, whose JSON Schema
+`gpu-admission check --print-schema` prints; --output junit prints JUnit XML, a
+testsuite per file and a testcase per pod or pod template. A file that cannot be
+read is an error in every format (a testcase with <error> in JUnit), and the other
+files are still judged.
+Exit status: 0 all allowed, 1 any denial, 2 any unreadable input or a broken
+policy (2 wins over 1); with --warnings-exit-code N, N when all are allowed but
+some with warnings (1 fails a CI job on warnings; a code of its own, such as 3,
+lets the CI tell them apart, e.g. GitLab's allow_failure: exit_codes: [3]).
 """
 
 EXPLAIN_EPILOG = """\
@@ -55,14 +71,18 @@ ResourceClaims its pods' claims name: each is explained after it.
 """
 
 TEST_EPILOG = """\
-Each *.yaml file under DIR is a case: object, expect (allowed|denied), and
-optionally rules (exactly the rules that fail), patch (operations the
-mutation contains), pods (fragments a mutated pod contains) and claims (the
-ResourceClaimTemplates and ResourceClaims the object's pods name).
---output junit prints JUnit XML instead of a line per case: a testcase per case,
-a failure with each way it differs from what it expects (expected ..., got ...),
-an error for a case that cannot be run (webhook/offline/junit.py).
-Exit status: 0 all cases pass, 1 any fails, 2 no cases or unreadable policy.
+Each FILE is a case, each *.yaml and *.yml file under a DIR too: object, expect
+(allowed|denied), and optionally rules (exactly the rules that fail), patch
+(operations the mutation contains), pods (fragments a mutated pod contains) and
+claims (the ResourceClaimTemplates and ResourceClaims the object's pods name).
+--run REGEX runs only the cases whose name (the path in its DIR, or the FILE as
+given) it matches. --output json|yaml prints a PolicyTestReport, whose JSON Schema
+`gpu-admission policy test --print-schema` prints; --output junit prints JUnit XML:
+a testcase per case, a failure with each way it differs from what it expects
+(expected ..., got ...), an error for a case that cannot be run.
+Exit status: 0 all cases pass, 1 any fails, 2 any case cannot be run (a missing
+path, a folder without cases, a file that is not a case), no case selected, or a
+broken policy (2 wins over 1).
 """
 
 
@@ -74,12 +94,22 @@ def add_offline_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
         epilog=CHECK_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    check.add_argument(
-        "files", nargs="+", metavar="FILE", help="manifest YAML or JSON, or a DIR; - for stdin"
-    )
+    add_file_arguments(check, "manifest YAML or JSON, or a DIR", unless="print_schema")
     add_policy_option(check)
+    check.add_argument("--output", "-o", choices=OUTPUTS, default="text", help="report format")
     check.add_argument(
-        "--output", "-o", choices=OUTPUTS, default="text", help="report format (default: text)"
+        "--detailed",
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="text: each rule's outcome, the placement and the mutation of each pod "
+        "(default: a line per object)",
+    )
+    check.add_argument(
+        "--only-denied",
+        action="store_true",
+        help="list only the denied (and the unreadable); the summary still counts all "
+        "(text, json, yaml; junit lists every object)",
     )
     check.add_argument(
         "--warnings-exit-code",
@@ -89,6 +119,7 @@ def add_offline_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
         help="exit status when every pod is admitted but kubectl would print warnings "
         "(default: 0; 1 to fail on warnings)",
     )
+    _add_print_schema(check, "CheckReport of --output json|yaml")
     check.set_defaults(run=_check)
 
     explain_command = commands.add_parser(
@@ -96,11 +127,10 @@ def add_offline_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
         help="say in prose what would become of one object",
         epilog=EXPLAIN_EPILOG,
     )
-    explain_command.add_argument(
-        "file",
-        metavar="FILE",
-        help="one object's YAML, with the ResourceClaimTemplates and ResourceClaims its "
-        "pods name; - for stdin",
+    add_file_arguments(
+        explain_command,
+        "one object's YAML, with the ResourceClaimTemplates and ResourceClaims its pods name",
+        many=False,
     )
     add_policy_option(explain_command)
     explain_command.set_defaults(run=_explain)
@@ -116,67 +146,121 @@ def add_policy_offline_commands(
     schema.add_argument(
         "--output",
         "-o",
+        type=_schema_format,
+        choices=SCHEMA_FORMATS,
+        default="json",
+        help="format of the schema",
+    )
+    schema.add_argument(
+        "--output-file",
         metavar="PATH",
         default=STDOUT,
         help="write it to PATH instead of standard output "
-        "(make schema writes the committed policies/schema.json)",
+        "(make schema writes the committed policies/schema.json) (default: standard output)",
     )
     schema.set_defaults(run=_policy_schema)
 
     test = policy_commands.add_parser(
         "test",
-        help="run a folder of policy test cases",
+        help="run policy test cases: files, or folders of them",
         epilog=TEST_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    test.add_argument("directory", type=Path, metavar="DIR")
+    add_file_arguments(test, "a case file, or a DIR of them", unless="print_schema")
     add_policy_option(test)
+    test.add_argument(
+        "--run",
+        dest="run_pattern",
+        type=_regex,
+        metavar="REGEX",
+        help="run only the cases whose name REGEX matches (searched, as go test -run) "
+        "(default: every case)",
+    )
     test.add_argument(
         "--output",
         "-o",
         choices=TEST_OUTPUTS,
         default="text",
-        help="text: a line per case; junit: JUnit XML (default: text)",
+        help="text: a line per case; json, yaml: a PolicyTestReport; junit: JUnit XML",
     )
+    _add_print_schema(test, "PolicyTestReport of --output json|yaml")
     test.set_defaults(run=_policy_test)
 
 
+def _add_print_schema(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--print-schema",
+        action="store_true",
+        help=f"print the JSON Schema of the {what} and exit",
+    )
+
+
 def _check(args: argparse.Namespace) -> int:
-    from webhook.offline.documents import ManifestError, manifest_names, read_manifest_files
+    from webhook.offline.documents import read_each_manifest
     from webhook.offline.evaluation import evaluate
 
+    if args.print_schema:
+        return _print_schema(CHECK_SCHEMA)
+    names = file_names(args)
+    if not names:
+        return _usage_error("check: give the manifests: FILE, -f FILE, a DIR or - for stdin")
     try:
         engine = load_engine(args.policy)
-        sources = manifest_names(args.files)
-        documents = read_manifest_files(sources, sys.stdin)
-    except (PolicyError, ManifestError) as error:
-        return _usage_error(str(error))
-    report = evaluate(engine, documents)
-    sys.stdout.write(_render(report, args.output, sources))
+    except PolicyError as error:
+        return _policy_failure(args, "gpu-admission check", error)
+    read = read_each_manifest(names, sys.stdin)
+    report = evaluate(engine, read.documents)
+    sys.stdout.write(_render(report, read, args))
+    for problem in read.errors:
+        print(f"gpu-admission: {problem}", file=sys.stderr)
+    if read.errors:
+        return USAGE
     if not report.allowed:
         return DENIED
     return args.warnings_exit_code if report.warnings else OK
 
 
-def _render(report: Report, output: str, sources: list[str]) -> str:
-    if output == "json":
-        import json
-
+def _render(report: Report, read: ManifestsRead, args: argparse.Namespace) -> str:
+    output, only_denied = args.output, args.only_denied
+    if output in ("json", "yaml"):
         from webhook.offline.report_data import report_data
 
-        return json.dumps(report_data(report), indent=2, ensure_ascii=False) + "\n"
-    if output == "yaml":
-        from webhook.offline.report_data import report_data
-        from webhook.offline.yaml_text import dump_yaml
-
-        return dump_yaml(report_data(report))
+        return _dump(report_data(report, read.errors, only_denied), output)
     if output == "junit":
         from webhook.offline.junit import report_junit
 
-        return report_junit(report, sources)
-    from webhook.offline.text import report_text
+        return report_junit(report, read.sources, read.errors)
+    from webhook.offline.text import report_lines, report_text
 
-    return report_text(report)
+    if args.detailed:
+        return report_text(report, read.errors)
+    return report_lines(report, read.errors, only_denied)
+
+
+def _dump(data: object, output: str) -> str:
+    if output == "json":
+        import json
+
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    from webhook.offline.yaml_text import dump_yaml
+
+    return dump_yaml(data)
+
+
+def _policy_failure(args: argparse.Namespace, suites: str, error: PolicyError) -> int:
+    """A policy that cannot be loaded: on stderr, and in JUnit also as a report."""
+    if args.output == "junit":
+        from webhook.offline.junit import policy_error_junit
+
+        sys.stdout.write(policy_error_junit(suites, str(args.policy), str(error)))
+    return _usage_error(str(error))
+
+
+def _print_schema(name: str) -> int:
+    from importlib.resources import files
+
+    sys.stdout.write(files("webhook.offline").joinpath("schemas", name).read_text("utf-8"))
+    return OK
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -185,15 +269,18 @@ def _explain(args: argparse.Namespace) -> int:
     from webhook.offline.evaluation import evaluate
     from webhook.offline.prose import explain, explain_claim_object
 
+    names = file_names(args)
+    if len(names) != 1:
+        return _usage_error("explain takes one file (FILE, -f FILE or - for stdin)")
     try:
         engine = load_engine(args.policy)
-        documents = read_manifest_files([args.file], sys.stdin)
+        documents = read_manifest_files(names, sys.stdin)
     except (PolicyError, ManifestError) as error:
         return _usage_error(str(error))
     subjects = [d for d in documents if not is_claim_object(d.object)] or documents
     if len(subjects) != 1:
         return _usage_error(
-            f"explain takes one object; {args.file} holds {len(subjects)} "
+            f"explain takes one object; {names[0]} holds {len(subjects)} "
             "(gpu-admission check takes several)"
         )
     report = evaluate(engine, documents)
@@ -210,46 +297,82 @@ def _policy_schema(args: argparse.Namespace) -> int:
     from webhook.policy.schema import policy_schema_text
 
     text = policy_schema_text(RULES.names)
-    if args.output == STDOUT:
+    if args.output == "yaml":
+        import json
+
+        text = _dump(json.loads(text), "yaml")
+    if args.output_file == STDOUT:
         sys.stdout.write(text)
         return OK
-    path = Path(args.output)
+    path = Path(args.output_file)
     try:
         path.write_text(text, "utf-8")
     except OSError as error:
-        return _usage_error(f"cannot write {path}: {error}")
+        return _usage_error(f"cannot write {path}: {error.strerror or error}")
     print(f"wrote {path}")
     return OK
 
 
 def _policy_test(args: argparse.Namespace) -> int:
-    from webhook.offline.cases import case_files, run_cases
+    from webhook.offline.cases import case_sources, run_case_source
 
-    directory: Path = args.directory
-    if not directory.is_dir():
-        return _usage_error(f"{directory}: not a directory")
-    if not case_files(directory):
-        return _usage_error(f"{directory}: no test cases (*.yaml)")
+    if args.print_schema:
+        return _print_schema(TEST_SCHEMA)
+    names = file_names(args)
+    if not names:
+        return _usage_error("policy test: give the cases: FILE, -f FILE, a DIR or - for stdin")
+    sources = case_sources(names, args.run_pattern)
+    if not sources:
+        return _usage_error(f"no case matches --run {args.run_pattern}")
     try:
         engine = load_engine(args.policy)
     except PolicyError as error:
-        return _usage_error(str(error))
-    if args.output == "junit":
+        return _policy_failure(args, "gpu-admission policy test", error)
+    results = [run_case_source(engine, source, sys.stdin) for source in sources]
+    sys.stdout.write(_render_cases(results, " ".join(names), engine.policy.source, args.output))
+    if any(result.broken for result in results):
+        return USAGE
+    return OK if all(result.passed for result in results) else DENIED
+
+
+def _render_cases(results: list[CaseResult], names: str, policy: str, output: str) -> str:
+    if output == "junit":
         from webhook.offline.junit import cases_junit
 
-        results = list(run_cases(engine, directory))
-        sys.stdout.write(cases_junit(results, str(directory), engine.policy.source))
-        return OK if all(result.passed for result in results) else DENIED
-    passed = failed = 0
-    for result in run_cases(engine, directory):
-        if result.passed:
-            passed += 1
-            print(f"PASS {result.name}")
-        else:
-            failed += 1
-            print(f"FAIL {result.name}: {'; '.join(result.problems)}")
-    print(f"{passed + failed} cases: {passed} passed, {failed} failed")
-    return DENIED if failed else OK
+        return cases_junit(results, names, policy)
+    if output in ("json", "yaml"):
+        from webhook.offline.cases import cases_data
+
+        return _dump(cases_data(results, policy), output)
+    lines = []
+    for result in results:
+        verdict = "PASS" if result.passed else "ERROR" if result.broken else "FAIL"
+        problems = f": {'; '.join(result.problems)}" if result.problems else ""
+        lines.append(f"{verdict} {result.name}{problems}\n")
+    passed = sum(1 for result in results if result.passed)
+    errors = sum(1 for result in results if result.broken)
+    failed = len(results) - passed - errors
+    summary = f"{len(results)} cases: {passed} passed, {failed} failed"
+    lines.append(summary + (f", {errors} could not be run" if errors else "") + "\n")
+    return "".join(lines)
+
+
+def _schema_format(text: str) -> str:
+    """`policy schema -o FORMAT`; before, -o named a file: say what names one now."""
+    if text not in SCHEMA_FORMATS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a format ({', '.join(SCHEMA_FORMATS)}); -o/--output is the "
+            f"format, as in every command: to write the schema to a file, use --output-file {text}"
+        )
+    return text
+
+
+def _regex(text: str) -> str:
+    try:
+        re.compile(text)
+    except re.error as error:
+        raise argparse.ArgumentTypeError(f"not a regular expression: {text!r} ({error})") from None
+    return text
 
 
 def _exit_code(text: str) -> int:

@@ -24,10 +24,11 @@ mappings by their keys, lists by items found anywhere in the list.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -38,12 +39,14 @@ from webhook.offline.claim_documents import (
     is_claim_object,
     unread_version,
 )
-from webhook.offline.documents import Document, ManifestError, read_yaml
+from webhook.offline.documents import STDIN, Document, ManifestError, read_yaml
 from webhook.offline.evaluation import ClaimObjectEvaluation, PodEvaluation, evaluate
 from webhook.offline.fragments import mismatch
 from webhook.policy.load import format_location
 
 CASE_SUFFIXES = (".yaml", ".yml")
+API_VERSION = "gpu-admission.io/v1alpha1"
+KIND = "PolicyTestReport"
 
 
 class Case(BaseModel):
@@ -83,11 +86,63 @@ def run_cases(engine: Engine, directory: Path) -> Iterator[CaseResult]:
         yield run_case(engine, path, path.relative_to(directory).as_posix())
 
 
+@dataclass(frozen=True, slots=True)
+class CaseSource:
+    """One case to run: its name in the report, and the file it is read from (`-`: standard
+    input), or why there is none (a path that does not exist, a folder without cases)."""
+
+    name: str
+    path: str | None
+    problem: str = ""
+
+
+def case_sources(names: Sequence[str], run: str | None = None) -> list[CaseSource]:
+    """The cases of the named files and folders, in order: a folder stands for the case
+    files under it (named by their path in it), a file or `-` for itself. `run`, a regular
+    expression, keeps the cases whose name it matches (searched, as `go test -run`); a
+    path without cases is kept as a case that cannot be run, whatever `run` says."""
+    pattern = re.compile(run) if run is not None else None
+    sources: list[CaseSource] = []
+    for name in names:
+        path = Path(name)
+        if name == STDIN or path.is_file():
+            found = [CaseSource(name, name)]
+        elif path.is_dir():
+            files = case_files(path)
+            if not files:
+                suffixes = ", ".join(f"*{suffix}" for suffix in CASE_SUFFIXES)
+                sources.append(CaseSource(name, None, f"no test cases ({suffixes}) in this folder"))
+                continue
+            found = [CaseSource(f.relative_to(path).as_posix(), str(f)) for f in files]
+        else:
+            sources.append(CaseSource(name, None, "no such file or folder"))
+            continue
+        sources += [s for s in found if pattern is None or pattern.search(s.name)]
+    return sources
+
+
+def run_case_source(engine: Engine, source: CaseSource, stdin: TextIO) -> CaseResult:
+    if source.path is None:
+        return CaseResult(source.name, (source.problem,), broken=True)
+    if source.path == STDIN:
+        return run_case_text(engine, stdin.read(), STDIN, source.name)
+    return run_case(engine, Path(source.path), source.name)
+
+
 def run_case(engine: Engine, path: Path, name: str) -> CaseResult:
     try:
-        case = read_case(path.read_text("utf-8"), str(path))
-    except (OSError, UnicodeDecodeError) as error:
-        return CaseResult(name, (f"cannot read: {error}",), broken=True)
+        text = path.read_text("utf-8")
+    except UnicodeDecodeError as error:
+        return CaseResult(name, (f"cannot read: not UTF-8 text ({error.reason})",), broken=True)
+    except OSError as error:
+        return CaseResult(name, (f"cannot read: {error.strerror or error}",), broken=True)
+    return run_case_text(engine, text, str(path), name)
+
+
+def run_case_text(engine: Engine, text: str, source: str, name: str) -> CaseResult:
+    """Run the case of `text`, read from `source` and named `name` in the report."""
+    try:
+        case = read_case(text, source)
     except ManifestError as error:
         return CaseResult(name, (f"invalid case: {error}",), broken=True)
     description = case.description.strip()
@@ -97,12 +152,41 @@ def run_case(engine: Engine, path: Path, name: str) -> CaseResult:
             reason = f"claims[{index}]: not a ResourceClaimTemplate or ResourceClaim of {versions}"
             return CaseResult(name, (reason,), broken=True, description=description)
     given = ClaimDocuments.of([case.object, *case.claims])
-    report = evaluate(engine, [Document(str(path), 1, case.object)], claims=given)
+    report = evaluate(engine, [Document(source, 1, case.object)], claims=given)
     if report.skipped:
         reason = f"object: {report.skipped[0].reason}"
         return CaseResult(name, (reason,), broken=True, description=description)
     problems = tuple(case_problems(case, report.pods, report.claim_objects))
     return CaseResult(name, problems, description=description)
+
+
+def cases_data(results: Sequence[CaseResult], policy: str) -> dict[str, Any]:
+    """The report of `policy test --output json|yaml` (a PolicyTestReport; its JSON Schema
+    ships in webhook/offline/schemas/): every case with `result` pass, fail (differs from
+    what it expects) or error (cannot be run), and why."""
+    failed = sum(1 for r in results if r.problems and not r.broken)
+    errors = sum(1 for r in results if r.broken)
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "policy": policy,
+        "passed": failed == errors == 0,
+        "summary": {
+            "cases": len(results),
+            "passed": len(results) - failed - errors,
+            "failed": failed,
+            "errors": errors,
+        },
+        "cases": [
+            {
+                "name": r.name,
+                "description": r.description,
+                "result": "error" if r.broken else "fail" if r.problems else "pass",
+                "problems": list(r.problems),
+            }
+            for r in results
+        ],
+    }
 
 
 def read_case(text: str, source: str) -> Case:

@@ -65,6 +65,62 @@ def read_manifest_files(names: Sequence[str], stdin: TextIO) -> list[Document]:
     return documents
 
 
+@dataclass(frozen=True, slots=True)
+class ManifestsRead:
+    """What `read_each_manifest` made of some names: every file it tried, in order, the
+    objects of those it could read, and the problem of each it could not."""
+
+    sources: tuple[str, ...]
+    documents: tuple[Document, ...]
+    errors: tuple[ManifestError, ...]
+
+
+def read_each_manifest(names: Sequence[str], stdin: TextIO) -> ManifestsRead:
+    """Every object of the named files, as `read_manifest_files` reads them, but a file
+    that cannot be read (missing, not YAML or JSON, a document that is not an object) or
+    a folder without manifests is an error of its own and the others are still read:
+    a report of `check` lists each broken file beside the objects of the others."""
+    sources: list[str] = []
+    documents: list[Document] = []
+    errors: list[ManifestError] = []
+    for name in names:
+        try:
+            expanded = manifest_names([name])
+        except ManifestError as error:
+            sources.append(name)
+            errors.append(error)
+            continue
+        for source in expanded:
+            sources.append(source)
+            try:
+                documents += _read_one(source, stdin)
+            except ManifestError as error:
+                errors.append(error)
+    return ManifestsRead(tuple(sources), tuple(documents), tuple(errors))
+
+
+def _read_one(name: str, stdin: TextIO) -> list[Document]:
+    if name == STDIN:
+        text = stdin.read()
+    else:
+        try:
+            text = Path(name).read_text("utf-8")
+        except FileNotFoundError:
+            raise ManifestError(name, None, "no such file or folder") from None
+        except IsADirectoryError:
+            raise ManifestError(name, None, "a folder where a file was expected") from None
+        except PermissionError:
+            raise ManifestError(name, None, "cannot read: permission denied") from None
+        except UnicodeDecodeError as error:
+            raise ManifestError(
+                name, None, f"cannot read: not UTF-8 text ({error.reason})"
+            ) from None
+        except OSError as error:
+            raise ManifestError(name, None, f"cannot read: {error.strerror or error}") from None
+    reader = read_json_documents if name.endswith(".json") else read_documents
+    return reader(text, name)
+
+
 def manifest_names(names: Sequence[str]) -> list[str]:
     """The named files, each folder replaced by the manifests under it (`folder_manifests`).
 

@@ -24,6 +24,18 @@ list of them would bury the one object that fails; the failed rules are in the
 failure's text. Warnings, which admit the pod, are the testcase's system-out (each
 line as kubectl prints it) and each a `warning` property, since CI tools show one or
 the other. A file without objects is an empty testsuite, so every file read is listed.
+A file that cannot be read (missing, not YAML, a document that is not an object, a
+folder without manifests) is a testsuite with one testcase, `(file)`, whose `error`
+says why; the other files are still judged:
+
+    <testsuite name="apps/broken.yaml" tests="1" failures="0" errors="1" skipped="0">
+      <testcase classname="apps/broken.yaml" name="(file)">
+        <error type="unreadable" message="apps/broken.yaml:2: not valid YAML: ..."/>
+      </testcase>
+    </testsuite>
+
+A policy that cannot be loaded (`--policy`) judges nothing: the report is one
+testsuite, the policy file, with one testcase in error (`policy_error_junit`).
 
 `policy test`: one testsuite, the folder of cases, and one testcase per case file
 (named by its path in the folder, its description a property). A case whose outcome
@@ -54,6 +66,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from webhook.offline.documents import ManifestError
 from webhook.offline.evaluation import (
     ClaimObjectEvaluation,
     ObjectRef,
@@ -72,11 +85,17 @@ _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 """Characters outside XML 1.0's Char production; ElementTree would write them as they are."""
 
 
-def report_junit(report: Report, sources: Sequence[str] = ()) -> str:
+def report_junit(
+    report: Report, sources: Sequence[str] = (), errors: Sequence[ManifestError] = ()
+) -> str:
     """The JUnit XML of `report`; each of `sources` (the files read, in order) is a
-    testsuite even without objects, and any other source of the report follows them."""
+    testsuite even without objects, and any other source of the report follows them;
+    each of `errors` (a file that could not be read) is an error testcase of its file."""
     cases: dict[str, list[ET.Element]] = {source: [] for source in sources}
     counts: dict[str, dict[str, int]] = {}
+    for error in errors:
+        _add(cases, counts, error.source, _error_case(error.source, "unreadable", str(error)))
+        counts[error.source]["errors"] += 1
     for evaluation in report.pods:
         case = _pod_case(evaluation)
         _add(cases, counts, evaluation.object.source, case, failed=not evaluation.allowed)
@@ -123,6 +142,23 @@ def cases_junit(results: Sequence[CaseResult], directory: str, policy: str) -> s
     root = ET.Element("testsuites", name=CASES_SUITES_NAME)
     _suite(root, directory, policy, count).extend(testcases)
     return _document(root, count)
+
+
+def policy_error_junit(suites_name: str, policy: str, message: str) -> str:
+    """The JUnit XML of a run that judged nothing: the policy at `policy` cannot be
+    loaded (`message` says why). One testsuite, the policy, one testcase in error."""
+    count = {**_no_tests(), "tests": 1, "errors": 1}
+    root = ET.Element("testsuites", name=suites_name)
+    suite = _suite(root, policy, policy, count)
+    suite.append(_error_case(policy, "policy", message, name="(policy)"))
+    return _document(root, count)
+
+
+def _error_case(classname: str, kind: str, message: str, name: str = "(file)") -> ET.Element:
+    case = ET.Element("testcase", classname=_xml(classname), name=name)
+    error = ET.SubElement(case, "error", type=kind, message=_xml(message))
+    error.text = _xml(message + "\n")
+    return case
 
 
 def _no_tests() -> dict[str, int]:

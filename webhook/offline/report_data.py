@@ -34,6 +34,13 @@
          asks: [each request, as for a pod's claims; empty when it cannot be read]}
     skipped:                            # objects without a pod template
       - {source, line, object: {apiVersion, kind, namespace, name}, reason}
+    errors:                             # files that could not be read: nothing of them judged
+      - {source, line: where the problem is, or null, reason}
+
+`summary` also counts `errors`. With `check --only-denied`, `pods` and `claimObjects`
+hold only the denied and `skipped` is empty; `summary` still counts everything.
+The JSON Schema of this report ships in the package (webhook/offline/schemas/, printed
+by `gpu-admission check --print-schema`).
 
 A malformed object is a denied pod with the reason in `message` and empty
 `rules`, `patch` and `placement`. A claim object of a version not read (other than
@@ -42,10 +49,12 @@ v1, v1beta2, v1beta1) is skipped.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from webhook.offline.claims_shown import pod_claim_data, requests_text
 from webhook.offline.diff import mutation_diff
+from webhook.offline.documents import ManifestError
 from webhook.offline.evaluation import (
     ClaimObjectEvaluation,
     ObjectRef,
@@ -58,7 +67,11 @@ API_VERSION = "gpu-admission.io/v1alpha1"
 KIND = "CheckReport"
 
 
-def report_data(report: Report) -> dict[str, Any]:
+def report_data(
+    report: Report, errors: Sequence[ManifestError] = (), only_denied: bool = False
+) -> dict[str, Any]:
+    """The CheckReport of `report` and the files that could not be read (`errors`);
+    `only_denied` lists only the denied pods and claim objects, and counts everything."""
     denied = report.denied
     return {
         "apiVersion": API_VERSION,
@@ -73,10 +86,16 @@ def report_data(report: Report) -> dict[str, Any]:
             "skipped": len(report.skipped),
             "claimObjects": len(report.claim_objects),
             "claimObjectsDenied": report.claim_objects_denied,
+            "errors": len(errors),
         },
-        "pods": [pod_data(p) for p in report.pods],
-        "claimObjects": [claim_object_data(c) for c in report.claim_objects],
-        "skipped": [_skipped_data(s) for s in report.skipped],
+        "pods": [pod_data(p) for p in report.pods if not (only_denied and p.allowed)],
+        "claimObjects": [
+            claim_object_data(c) for c in report.claim_objects if not (only_denied and c.allowed)
+        ],
+        "skipped": [] if only_denied else [_skipped_data(s) for s in report.skipped],
+        "errors": [
+            {"source": error.source, "line": error.line, "reason": error.reason} for error in errors
+        ],
     }
 
 

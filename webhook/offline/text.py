@@ -1,25 +1,102 @@
-"""The report of `gpu-admission check` for people: one block per pod, then one per
-ResourceClaimTemplate or ResourceClaim (claim object), then a summary."""
+"""The report of `gpu-admission check` for people.
+
+`report_lines` (the default): one line per pod or pod template, ResourceClaimTemplate or
+ResourceClaim (claim object), skipped object and file that could not be read, then a
+summary. `report_text` (`--detailed`): one block per pod, then one per claim object, then
+the skipped objects and unreadable files, then the summary.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from webhook.offline.claims_shown import asks_text, pod_claim_text
 from webhook.offline.diff import mutation_diff
-from webhook.offline.evaluation import ClaimObjectEvaluation, PodEvaluation, Report
+from webhook.offline.documents import ManifestError
+from webhook.offline.evaluation import ClaimObjectEvaluation, ObjectRef, PodEvaluation, Report
 
 INDENT = "    "
+VERDICT_WIDTH = len("skipped")
 
 
-def report_text(report: Report) -> str:
+def report_text(report: Report, errors: Sequence[ManifestError] = ()) -> str:
     blocks = [pod_text(p) for p in report.pods]
     blocks += [claim_object_text(c) for c in report.claim_objects]
     blocks += [
         f"{s.object.source}:{s.object.line} {s.object.describe}: skipped ({s.reason})\n"
         for s in report.skipped
     ]
-    return "\n".join([*blocks, summary_line(report)])
+    blocks += [f"{error_where(e)}: ERROR ({e.reason})\n" for e in errors]
+    return "\n".join([*blocks, summary_line(report, errors)])
+
+
+def report_lines(
+    report: Report, errors: Sequence[ManifestError] = (), only_denied: bool = False
+) -> str:
+    """A line per object: `DENIED  Job/ml/train /spec/template  jobs.yaml:3  gpu-count: ...`
+    (verdict, kind/namespace/name, the template of a workload, where, and the first line of
+    the denial or how many warnings), a line per file that could not be read, then the
+    summary of everything (`only_denied` lists only the denied and the unreadable)."""
+    lines: list[str] = []
+    for pod in report.pods:
+        if pod.allowed and only_denied:
+            continue
+        subject = _subject(pod.object) + (f" {pod.template}" if pod.template else "")
+        lines.append(_line(pod.allowed, subject, pod.object, _reason(pod, pod.warnings)))
+    for claim in report.claim_objects:
+        if claim.allowed and only_denied:
+            continue
+        why = _first_line(claim.message) if not claim.allowed else _warned(claim.warnings)
+        lines.append(_line(claim.allowed, _subject(claim.object), claim.object, why))
+    if not only_denied:
+        lines += [
+            _columns("skipped", _subject(s.object), _where(s.object), s.reason)
+            for s in report.skipped
+        ]
+    lines += [_columns("ERROR", error_where(e), "", e.reason) for e in errors]
+    return "".join(f"{line}\n" for line in lines) + summary_line(report, errors)
+
+
+def error_where(error: ManifestError) -> str:
+    """`file:line` of a manifest's problem, or `file` when no line is known."""
+    return f"{error.source}:{error.line}" if error.line is not None else error.source
+
+
+def _line(allowed: bool, subject: str, ref: ObjectRef, why: str) -> str:
+    return _columns("allowed" if allowed else "DENIED", subject, _where(ref), why)
+
+
+def _columns(verdict: str, subject: str, where: str, why: str) -> str:
+    return "  ".join(part for part in (f"{verdict:<{VERDICT_WIDTH}}", subject, where, why) if part)
+
+
+def _subject(ref: ObjectRef) -> str:
+    """`Kind/namespace/name`, or `Kind/name` for an object without a namespace."""
+    return "/".join(part for part in (ref.kind or "?", ref.namespace, ref.name or "?") if part)
+
+
+def _where(ref: ObjectRef) -> str:
+    return f"{ref.source}:{ref.line}"
+
+
+def _reason(pod: PodEvaluation, warnings: tuple[str, ...]) -> str:
+    """The first line of the denial (its first failed rule's first message, as the detailed
+    report shows it), or how many warnings an admitted pod has."""
+    if pod.allowed:
+        return _warned(warnings)
+    for outcome in pod.rules:
+        if outcome.outcome == "fail" and outcome.messages:
+            return _first_line(f"{outcome.rule}: {outcome.messages[0]}")
+    return _first_line(pod.message)
+
+
+def _warned(warnings: tuple[str, ...]) -> str:
+    return _count(len(warnings), "warning") if warnings else ""
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
 
 
 def pod_text(evaluation: PodEvaluation) -> str:
@@ -69,9 +146,10 @@ def claim_object_text(evaluation: ClaimObjectEvaluation) -> str:
     return _joined(lines)
 
 
-def summary_line(report: Report) -> str:
+def summary_line(report: Report, errors: Sequence[ManifestError] = ()) -> str:
     """`3 pods: 2 allowed, 1 denied; 1 claim object: 1 allowed, 0 denied; 2 warnings; 1 object
-    skipped` (no claim objects, no warnings, no skipped objects: those parts left out)."""
+    skipped; 1 file unreadable` (no claim objects, no warnings, no skipped objects, no
+    unreadable files: those parts left out)."""
     pods, denied = len(report.pods), report.denied
     parts = [f"{_count(pods, 'pod')}: {pods - denied} allowed, {denied} denied"]
     if report.claim_objects:
@@ -83,6 +161,8 @@ def summary_line(report: Report) -> str:
         parts.append(_count(report.warnings, "warning"))
     if report.skipped:
         parts.append(f"{_count(len(report.skipped), 'object')} skipped")
+    if errors:
+        parts.append(f"{_count(len(errors), 'file')} unreadable")
     return "; ".join(parts) + "\n"
 
 
