@@ -156,6 +156,29 @@ class TestCheck:
         assert code == 1
         assert f"DENIED   Job/resnet-train /spec/template  -:{JOB_LINE}  gpu-count: " in out
 
+    def test_the_policy_is_read_from_standard_input_with_a_dash(
+        self, manifest: Path, monkeypatch: pytest.MonkeyPatch, capsys: Capture
+    ) -> None:
+        stdin_of(monkeypatch, (POLICIES / "overflow.yaml").read_text("utf-8"))
+
+        code = main(["check", "-o", "json", "--policy", "-", "-f", str(manifest)])
+
+        assert code == 1
+        assert json.loads(capsys.readouterr().out)["policy"] == "-"
+
+    @pytest.mark.parametrize(
+        "args", [["--policy", "-", "-"], ["-", "-f", "-"]], ids=["policy-and-file", "two-files"]
+    )
+    def test_standard_input_is_read_once(self, args: list[str], capsys: Capture) -> None:
+        assert main(["check", *args]) == 2
+        assert capsys.readouterr().err.startswith("gpu-admission: standard input is read once")
+
+    def test_explain_takes_its_file_with_f(self, capsys: Capture) -> None:
+        code = main(["explain", "-f", str(EXAMPLES / "cpu-pod.yaml")])
+
+        assert code == 0
+        assert "etl" in capsys.readouterr().out
+
     def test_json_output_is_a_check_report_with_each_pod_and_each_skipped_object(
         self, manifest: Path, capsys: Capture
     ) -> None:

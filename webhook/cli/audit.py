@@ -87,7 +87,11 @@ def add_audit_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
         help="report format (default: text); json and yaml list, and hold, every finding",
     )
     source = audit.add_mutually_exclusive_group()
-    source.add_argument("--policy", type=Path, help="policy YAML (default: the embedded policy)")
+    source.add_argument(
+        "--policy",
+        type=Path,
+        help="policy YAML, - for standard input (default: the embedded policy)",
+    )
     source.add_argument(
         "--policy-from-cluster",
         action="store_true",

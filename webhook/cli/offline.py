@@ -35,7 +35,7 @@ OK, DENIED, USAGE = 0, 1, 2
 OUTPUTS = ("text", "json", "yaml", "junit")
 TEST_OUTPUTS = ("text", "json", "yaml", "junit")
 SCHEMA_FORMATS = ("json", "yaml")
-STDOUT = "-"
+STDOUT = STDIN = "-"
 CHECK_SCHEMA = "check-report.schema.json"
 TEST_SCHEMA = "policy-test-report.schema.json"
 
@@ -204,6 +204,8 @@ def _check(args: argparse.Namespace) -> int:
     names = file_names(args)
     if not names:
         return _usage_error("check: give the manifests: FILE, -f FILE, a DIR or - for stdin")
+    if _stdin_twice(args.policy, names):
+        return _usage_error("standard input is read once: --policy - or a file -, not both")
     try:
         engine = load_engine(args.policy)
     except PolicyError as error:
@@ -245,6 +247,12 @@ def _dump(data: object, output: str) -> str:
     from webhook.offline.yaml_text import dump_yaml
 
     return dump_yaml(data)
+
+
+def _stdin_twice(policy: Path | None, names: list[str]) -> bool:
+    """Whether standard input is named twice: by --policy - and a file, or by two files."""
+    dashes = names.count(STDIN) + (policy is not None and str(policy) == STDIN)
+    return dashes > 1
 
 
 def _policy_failure(args: argparse.Namespace, suites: str, error: PolicyError) -> int:
@@ -324,6 +332,8 @@ def _policy_test(args: argparse.Namespace) -> int:
     sources = case_sources(names, args.run_pattern)
     if not sources:
         return _usage_error(f"no case matches --run {args.run_pattern}")
+    if _stdin_twice(args.policy, names):
+        return _usage_error("standard input is read once: --policy - or a case -, not both")
     try:
         engine = load_engine(args.policy)
     except PolicyError as error:
