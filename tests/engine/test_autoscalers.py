@@ -440,11 +440,12 @@ def test_an_odd_target_gets_no_warning_and_no_error(workload: dict[str, Any]) ->
     assert warnings(hpa(100), workload) == []
 
 
-def test_a_very_long_warning_is_cut_short_before_kube_apiserver_would() -> None:
+def test_a_very_long_warning_is_cut_short_in_its_name_keeping_the_advice() -> None:
     ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "w" * 200}
     [warning] = warnings(hpa(40, ref), deployment())
     assert len(warning) == 256
-    assert warning.endswith("...")
+    assert "w" * 200 not in warning and "ww..." in warning
+    assert warning.endswith("; lower maxReplicas to 12 or add nodes")
 
 
 # -- reading the autoscaler -------------------------------------------------------------------

@@ -78,7 +78,7 @@ class TestBoundedDecisions:
         violations = [Violation("gpu-count", f"problem {n}", WARN) for n in range(100)]
         warnings = judge(violations, "pod").warnings
         assert len(warnings) == REASONS_LIMIT + 1
-        assert warnings[-1] == "gpu-admission: and 90 more"
+        assert warnings[-1] == "gpu-admission: and 90 more warnings"
 
     def test_a_malformed_reason_naming_a_huge_key_is_cut(self) -> None:
         decision = malformed("metadata.labels." + "k" * 1_000_000 + ": must be a string")

@@ -395,7 +395,7 @@ class TestComplete:
         assert response["allowed"] is True
         assert "status" not in response
         (warning,) = response["warnings"]
-        assert warning.startswith("gpu-admission: gpu-count: ") and len(warning) < 120
+        assert warning.startswith("gpu-admission: gpu-count: ") and len(warning) <= 256
         assert list(response["auditAnnotations"]) == ["priority-class"]
         assert "inference-priority" in response["auditAnnotations"]["priority-class"]
 

@@ -23,6 +23,7 @@ from decimal import Decimal
 from typing import Any
 
 from webhook.engine.capacity_now import CapacityNow, PoolNow
+from webhook.engine.decision import warning, within_limits
 from webhook.engine.mutate import created_pod
 from webhook.engine.patch import PatchConflict
 from webhook.engine.pod import PodView
@@ -51,10 +52,6 @@ KEDA_DEFAULT_MAX_REPLICAS = 100
 
 APPS_KINDS = {k.kind: f"{k.group}/v1" for k in CONTROLLER_KINDS if k.group == "apps"}
 """The apiVersion of an HPA's target that leaves it out (it is optional), by kind."""
-
-WARNING_PREFIX = "gpu-admission: "
-WARNING_LIMIT = 256
-"""kube-apiserver truncates longer warnings; ours are cut short with `...` first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +212,7 @@ def autoscaler_warnings(
         available = sum((pool.total_of(resource, model) for pool in known), Decimal(0))
         if target.max_replicas * per_replica > available:
             warnings.append(_warning(target, resource, per_replica, known, available))
-    return warnings
+    return list(within_limits(warnings))
 
 
 def _pods_per_replica(workload: Mapping[str, Any], kind: TemplateKind) -> int:
@@ -287,10 +284,7 @@ def _warning(
             f"so replicas beyond {fits} could never schedule; "
             f"lower {target.max_replicas_field} to {fits} or add nodes"
         )
-    text = f"{WARNING_PREFIX}{scales}, {advice}"
-    if len(text) > WARNING_LIMIT:
-        text = text[: WARNING_LIMIT - 3].rstrip() + "..."
-    return text
+    return warning(f"{scales}, {advice}")
 
 
 def _text(value: Any) -> str:

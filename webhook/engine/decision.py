@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -10,8 +11,23 @@ ENFORCE = "enforce"
 WARN = "warn"
 AUDIT = "audit"
 
-WARNING_LIMIT = 119
-"""Longest warning: kubectl prints each as `Warning: ...`; under 120 characters."""
+WARNING_LIMIT = 256
+"""Longest warning, in characters: kube-apiserver passes a warning of up to 256 on whole
+(it cuts each to 256 once the warnings of a response pass `WARNINGS_SIZE_LIMIT`)."""
+
+WARNINGS_SIZE_LIMIT = 4096
+"""Most bytes of `Warning` headers kube-apiserver writes for one request; past them it cuts
+every warning to 256 characters, then drops those that still do not fit."""
+
+WARNING_HEADER = len('299 - ""')
+"""What a `Warning: 299 - "<text>"` header adds to the text (RFC 7234, as kube-apiserver
+writes it)."""
+
+WARNING_PREFIX = "gpu-admission: "
+"""How each of our warnings starts, so a reader knows whose it is."""
+
+PATH_LIMIT = 200
+"""Longest template path a message names: a custom resource's map keys are the user's."""
 
 EXEMPTION = "exemption"
 """The auditAnnotations key holding the reason of a policy exemption."""
@@ -96,12 +112,40 @@ def reasons(messages: Sequence[str]) -> str:
     return f"{listed}; and {more:,} more" if more > 0 else listed
 
 
+def subject(kind: str, namespace: str, name: str) -> str:
+    """`gpu-admission denied CronJob 'ml/nightly'`: what a denial of `kind` ("pod", "update
+    of pod" or a workload's Kind) named `name` in `namespace` starts with."""
+    where = f"{namespace}/{name}" if namespace else name
+    return f"gpu-admission denied {kind} {where!r}"
+
+
+def denial(
+    subject: str,
+    messages: Sequence[str] = (),
+    templates: Sequence[tuple[str, Sequence[str]]] = (),
+) -> str:
+    """The message of a denial, as kube-apiserver prints it after `denied the request: `.
+
+    `<subject>: <reasons>` for the reasons `messages` of a pod (or any object judged whole);
+    `<subject> template (<path>): <reasons>[; template (<path>): <reasons>]` for the pod
+    templates of a workload, each a field path and its reasons. The webhook and the offline
+    commands (check, explain, audit, policy test) form every denial here, so they say the
+    same words. Cut to `DENIAL_LIMIT`, with what says how long it was."""
+    if templates:
+        text = f"{subject} " + reasons(
+            [f"template ({shorten(path, PATH_LIMIT)}): {reasons(m)}" for path, m in templates]
+        )
+    else:
+        text = f"{subject}: {reasons(messages)}"
+    return shorten(text, DENIAL_LIMIT)
+
+
 def allow(patch: list[dict[str, Any]] | None = None) -> Decision:
     return Decision(allowed=True, patch=tuple(patch or ()))
 
 
 def deny(violations: list[Violation], subject: str) -> Decision:
-    message = shorten(f"{subject}: " + reasons([v.message for v in violations]), DENIAL_LIMIT)
+    message = denial(subject, [v.message for v in violations])
     return Decision(allowed=False, code=403, message=message, violations=tuple(violations))
 
 
@@ -118,15 +162,17 @@ def judge(
     if not violations:
         return Decision(allowed=True, rules=rules)  # what the general path gives, sooner
     enforced = [v for v in violations if v.mode == ENFORCE]
-    denial = ""
+    refusal = ""
     if enforced:
-        if message is None:
-            message = f"{subject}: " + reasons([v.message for v in enforced])
-        denial = shorten(message, DENIAL_LIMIT)
+        refusal = (
+            denial(subject, [v.message for v in enforced])
+            if message is None
+            else shorten(message, DENIAL_LIMIT)
+        )
     return Decision(
         allowed=not enforced,
         code=403 if enforced else 200,
-        message=denial,
+        message=refusal,
         violations=tuple(violations),
         warnings=warnings_of(violations),
         audit_annotations=audit_annotations_of(violations),
@@ -139,19 +185,84 @@ def exempt(reason: str, rules: tuple[RuleOutcome, ...] = ()) -> Decision:
 
 
 def warnings_of(violations: Sequence[Violation]) -> tuple[str, ...]:
-    """`gpu-admission: <rule>: <message>` per warned violation, cut short with `...`; the
-    first `REASONS_LIMIT` of them and a count of the others."""
-    found = []
-    for violation in violations:
-        if violation.mode == WARN:
-            text = f"gpu-admission: {violation.rule}: {violation.message}"
-            if len(text) > WARNING_LIMIT:
-                text = text[: WARNING_LIMIT - 3].rstrip() + "..."
-            found.append(text)
-    unique = list(dict.fromkeys(found))
-    if len(unique) > REASONS_LIMIT:
-        unique[REASONS_LIMIT:] = [f"gpu-admission: and {len(unique) - REASONS_LIMIT:,} more"]
-    return tuple(unique)
+    """`gpu-admission: <rule>: <message>` per warned violation (see `warning`), within what
+    kube-apiserver passes on whole (see `within_limits`)."""
+    return within_limits(warning(v.message, v.rule) for v in violations if v.mode == WARN)
+
+
+QUOTED = re.compile(r"'[^']*'")
+"""A name or value a message quotes (as `repr` or `echo` writes it)."""
+
+QUOTED_KEPT = 8
+"""Fewest characters of a quoted name or value a shortened warning keeps."""
+
+ADVICE_KEPT = 40
+"""Fewest characters of what is wrong a warning keeps before its advice."""
+
+
+def warning(message: str, rule: str = "") -> str:
+    """`gpu-admission: <rule>: <message>`, at most `WARNING_LIMIT` characters.
+
+    A message says what is wrong, then after its last `; ` what to do or what would be
+    accepted (`set it to one of: inference, training`). A warning too long keeps that
+    advice whole and shortens what is wrong: first the names and values it quotes, the
+    longest first, then its middle. Only advice too long to fit with `ADVICE_KEPT`
+    characters before it is cut at its end."""
+    prefix = f"{WARNING_PREFIX}{rule}: " if rule else WARNING_PREFIX
+    text = prefix + message
+    if len(text) <= WARNING_LIMIT:
+        return text
+    head, separator, advice = message.rpartition("; ")
+    if not separator:
+        head, advice = message, ""
+    room = WARNING_LIMIT - len(prefix) - len(separator) - len(advice)
+    if room < ADVICE_KEPT:
+        return text[: WARNING_LIMIT - 3].rstrip() + "..."
+    return prefix + _squeezed(head, room) + separator + advice
+
+
+def _squeezed(text: str, room: int) -> str:
+    """`text` in `room` characters: its longest quoted values cut first, then its middle."""
+    while len(text) > room:
+        quoted = [m for m in QUOTED.finditer(text) if len(m.group()) > QUOTED_KEPT + 5]
+        if not quoted:
+            break
+        longest = max(quoted, key=lambda m: len(m.group()))
+        inner = longest.group()[1:-1]
+        keep = max(QUOTED_KEPT, len(inner) - (len(text) - room) - 3)
+        text = f"{text[: longest.start()]}'{inner[:keep]}...'{text[longest.end() :]}"
+    if len(text) > room:
+        front = (room - 3 + 1) // 2
+        back = room - 3 - front
+        text = f"{text[:front]}...{text[len(text) - back :] if back else ''}"
+    return text
+
+
+def within_limits(warnings: Iterable[str]) -> tuple[str, ...]:
+    """`warnings` once each, as many as kube-apiserver writes whole: at most
+    `REASONS_LIMIT`, and their headers within `WARNINGS_SIZE_LIMIT` bytes; the others are
+    counted in a last warning, `gpu-admission: and 3 more warnings`."""
+    unique = list(dict.fromkeys(warnings))
+    kept: list[str] = []
+    size = 0
+    for index, text in enumerate(unique):
+        left = len(unique) - index - 1
+        more = _header_size(_more(len(unique))) if left else 0
+        cost = _header_size(text)
+        if len(kept) == REASONS_LIMIT or size + cost + more > WARNINGS_SIZE_LIMIT:
+            return (*kept, _more(len(unique) - len(kept)))
+        kept.append(text)
+        size += cost
+    return tuple(kept)
+
+
+def _more(count: int) -> str:
+    return f"{WARNING_PREFIX}and {count:,} more warning{'' if count == 1 else 's'}"
+
+
+def _header_size(text: str) -> int:
+    """The bytes of `text`'s `Warning` header: quoted, `"` and `\\` escaped, UTF-8."""
+    return WARNING_HEADER + len(text.encode()) + text.count('"') + text.count("\\")
 
 
 def audit_annotations_of(violations: Sequence[Violation]) -> dict[str, str]:

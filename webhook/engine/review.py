@@ -40,6 +40,7 @@ from webhook.engine.decision import (
     malformed,
     reasons,
     shorten,
+    subject,
 )
 from webhook.engine.env_keys import env_keys_kind, judge_env_keys
 from webhook.engine.inventory import UNKNOWN, Inventory
@@ -67,7 +68,7 @@ from webhook.engine.templates import (
     template_kind,
     template_kinds,
 )
-from webhook.engine.workloads import template_violations
+from webhook.engine.workloads import template_violations, workload_denial
 from webhook.errors import MalformedObject
 from webhook.policy.compiled import Policy
 
@@ -224,8 +225,8 @@ class Engine:
             found = self.findings(pod, now, claims)
         except MalformedObject as error:
             return malformed(str(error))
-        subject = f"gpu-admission denied pod {_name(request, pod)!r}"
-        return judge(found.violations, subject, rules=found.outcomes)
+        named = subject("pod", request.namespace, request.name or pod.name)
+        return judge(found.violations, named, rules=found.outcomes)
 
     def _validate_ephemeral_containers(self, request: AdmissionRequest) -> Decision:
         """Debug containers added to a running pod may not pick GPUs by hand either, nor be
@@ -248,7 +249,7 @@ class Engine:
             violations = with_modes(self.policy, label, found)
         except MalformedObject as error:
             return malformed(str(error))
-        return judge(violations, f"gpu-admission denied pod {_name(request, pod)!r}")
+        return judge(violations, subject("pod", request.namespace, request.name or pod.name))
 
     def _validate_pod_update(
         self, request: AdmissionRequest, now: CapacityNow, claims: ClaimObjects
@@ -268,7 +269,8 @@ class Engine:
         if violations:
             before = {(v.rule, v.message) for v in self._old_violations(request, now, claims)}
             violations = [v for v in violations if (v.rule, v.message) not in before]
-        return judge(violations, f"gpu-admission denied update of pod {_name(request, pod)!r}")
+        named = subject("update of pod", request.namespace, request.name or pod.name)
+        return judge(violations, named)
 
     def _validate_binding(
         self, request: AdmissionRequest, now: CapacityNow, claims: ClaimObjects
@@ -281,13 +283,13 @@ class Engine:
         if found is None:
             return allow()
         source, obj = found
-        subject = (
+        refused = (
             f"gpu-admission denied binding of pod {_qualified(request, source.name)!r}"
             f"{_bound_to(request)}, judged by its claims as the scheduler allocated them"
         )
         if source in claims.unreadable:
             reason = f"the pod could not be read ({claims.unreadable[source]})"
-            return judge([Violation(CLAIMS_RULE, reason)], subject)
+            return judge([Violation(CLAIMS_RULE, reason)], refused)
         if not isinstance(obj, dict):
             return allow()
         try:
@@ -302,10 +304,10 @@ class Engine:
             return malformed(str(error))
         enforced = [v.message for v in violations if v.mode == ENFORCE]
         message = (
-            f"{subject}: {reasons(enforced)}; a pod keeps the claims it names, so give them "
+            f"{refused}: {reasons(enforced)}; a pod keeps the claims it names, so give them "
             "back what they asked at its CREATE or create the pod again"
         )
-        return judge(violations, subject, message)
+        return judge(violations, refused, message)
 
     def _old_violations(
         self, request: AdmissionRequest, now: CapacityNow, claims: ClaimObjects
@@ -348,10 +350,9 @@ class Engine:
             return malformed(str(error))
         if not found and not exempted:
             return allow()
-        subject = f"gpu-admission denied {kind.kind} {_workload_name(request)!r}"
-        enforced = [t for t in found if any(v.mode == ENFORCE for v in t.violations)]
-        message = f"{subject} " + reasons([t.describe(ENFORCE) for t in enforced])
-        decision = judge([v for t in found for v in t.violations], subject, message)
+        named = subject(kind.kind, request.namespace, _workload_name(request))
+        message = workload_denial(named, found, ENFORCE)
+        decision = judge([v for t in found for v in t.violations], named, message)
         if exempted:
             annotations = {
                 **decision.audit_annotations,
@@ -369,11 +370,6 @@ def _namespace(request: AdmissionRequest, pod: PodView) -> str:
     return namespace if isinstance(namespace, str) else ""
 
 
-def _name(request: AdmissionRequest, pod: PodView) -> str:
-    name = request.name or pod.name
-    return f"{request.namespace}/{name}" if request.namespace else name
-
-
 def _qualified(request: AdmissionRequest, name: str) -> str:
     return f"{request.namespace}/{name}" if request.namespace else name
 
@@ -389,5 +385,4 @@ def _workload_name(request: AdmissionRequest) -> str:
     metadata = request.object.get("metadata")
     metadata = metadata if isinstance(metadata, dict) else {}
     name = request.name or metadata.get("name") or metadata.get("generateName") or ""
-    name = name if isinstance(name, str) else ""
-    return f"{request.namespace}/{name}" if request.namespace else name
+    return name if isinstance(name, str) else ""

@@ -16,12 +16,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.engine.decision import Violation, reasons, shorten
+from webhook.engine.decision import Violation, denial
 from webhook.engine.templates import TemplateKind, pod_from_template, pod_templates
 from webhook.errors import MalformedObject
-
-PATH_LIMIT = 200
-"""Longest template path a message names: a custom resource's map keys are the user's."""
 
 PodCheck = Callable[[dict[str, Any]], list[Violation]]
 """The violations of a pod as the controller creates it (before our mutation)."""
@@ -33,12 +30,15 @@ class TemplateViolations:
     """The template's field path, e.g. `spec.template` or `spec.replicatedJobs[0].template`."""
     violations: list[Violation]
 
-    def describe(self, mode: str | None = None) -> str:
-        """The template's violations (of `mode` only, when given)."""
-        violations = [v for v in self.violations if mode is None or v.mode == mode]
-        return f"template ({shorten(self.path, PATH_LIMIT)}): " + reasons(
-            [v.message for v in violations]
-        )
+    def messages(self, mode: str | None = None) -> list[str]:
+        """The messages of the template's violations (of `mode` only, when given)."""
+        return [v.message for v in self.violations if mode is None or v.mode == mode]
+
+
+def workload_denial(subject: str, templates: list[TemplateViolations], mode: str) -> str:
+    """The denial of a workload for its templates' violations of `mode` (see `denial`)."""
+    found = [(t.path, t.messages(mode)) for t in templates]
+    return denial(subject, templates=[(path, messages) for path, messages in found if messages])
 
 
 def template_violations(

@@ -25,7 +25,7 @@ import jsonpatch
 
 from webhook.engine import AdmissionRequest, Engine, RuleOutcome
 from webhook.engine.claims import ClaimAsks, ClaimSource, GpuClasses, claim_asks
-from webhook.engine.decision import ENFORCE
+from webhook.engine.decision import ENFORCE, Decision, denial, subject
 from webhook.engine.inventory import UNKNOWN, Inventory
 from webhook.engine.pod import read_pod
 from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects, PodClaim, pod_claims
@@ -35,6 +35,7 @@ from webhook.engine.templates import (
     pod_templates,
     template_kind,
 )
+from webhook.engine.workloads import field_path
 from webhook.errors import MalformedObject
 from webhook.offline.claim_documents import (
     GROUP,
@@ -47,6 +48,11 @@ from webhook.offline.claim_documents import (
 )
 from webhook.offline.documents import Document
 from webhook.offline.landing import Landing, landings
+
+KUBECTL_NAMESPACE = "default"
+"""The namespace an object of a manifest that names none is judged in: kubectl's, when its
+context names none (`kubectl apply -f` sends it there). The webhook never sees an object
+without a namespace, so a denial names this one as the webhook would (`'default/x'`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +82,9 @@ class PodEvaluation:
     """The value of the workload class label, if any."""
     allowed: bool
     message: str
-    """The denial as kube-apiserver would print it; empty when allowed."""
+    """The denial as kube-apiserver would print it, in the webhook's words: for a template,
+    `gpu-admission denied <Kind> '<namespace>/<name>' template (<path>): ...`; empty when
+    allowed."""
     rules: tuple[RuleOutcome, ...] = ()
     """Each validation rule's outcome, as the engine reported it in validating the pod."""
     patch: tuple[dict[str, Any], ...] = ()
@@ -217,7 +225,7 @@ def evaluate_pod(
     """Mutate, apply the patch, validate the result: CREATE of one pod, whose claims name
     `claims`, in a cluster of which `inventory` is known."""
     request = AdmissionRequest.pod_create(
-        f"offline:{ref.source}:{ref.line}{template}", ref.namespace, ref.name, pod
+        f"offline:{ref.source}:{ref.line}{template}", namespace_of(ref), ref.name, pod
     )
     mutation = engine.mutate(request, inventory, claims)
     if not mutation.allowed:
@@ -235,7 +243,7 @@ def evaluate_pod(
         template=template,
         workload_class=view.labels.get(policy.workload_label),
         allowed=decision.allowed,
-        message=decision.message,
+        message=_denial(ref, template, decision),
         rules=decision.rules,
         patch=mutation.patch,
         received=pod,
@@ -254,7 +262,7 @@ def evaluate_claim_object(
     kind = sent["kind"]
     request = AdmissionRequest(
         f"offline:{ref.source}:{ref.line}", "CREATE", GROUP, "v1", kind, RESOURCES[kind], "",
-        ref.namespace, "", sent,
+        namespace_of(ref), "", sent,
     )  # fmt: skip
     decision = engine.validate(request, inventory)
     try:
@@ -266,6 +274,22 @@ def evaluate_claim_object(
     return ClaimObjectEvaluation(
         ref, decision.allowed, decision.message, asks, decision.warnings, failed
     )
+
+
+def namespace_of(ref: ObjectRef) -> str:
+    """The namespace the webhook would see the object in (see `KUBECTL_NAMESPACE`)."""
+    return ref.namespace or KUBECTL_NAMESPACE
+
+
+def _denial(ref: ObjectRef, template: str, decision: Decision) -> str:
+    """The denial of the pod of `template` (a JSON pointer, empty for a Pod) as the webhook
+    words it: a Pod's is the engine's; a template's names its workload, as the webhook
+    judging the workload's CREATE does (webhook.engine.decision.denial)."""
+    if decision.allowed or not template:
+        return decision.message
+    enforced = [v.message for v in decision.violations if v.mode == ENFORCE]
+    named = subject(ref.kind, namespace_of(ref), ref.name)
+    return denial(named, templates=[(field_path(template), enforced)])
 
 
 def _classes(engine: Engine, inventory: Inventory) -> GpuClasses:
