@@ -146,6 +146,20 @@ class TestDenials:
         assert said.message == webhook_says(engine, build(pod_spec(GPU), None), "default").message
         assert "'default/" in said.message
 
+    def test_a_workload_refused_for_two_templates_is_refused_in_one_message(
+        self, engine: Engine
+    ) -> None:
+        obj = a_pytorchjob(pod_spec(GPU), "ml")
+        obj["spec"]["pytorchReplicaSpecs"]["Worker"] = {"replicas": 2, "template": pod_spec(NINE, {"gpu-admission.io/workload": "training"})}  # fmt: skip
+        obj["spec"]["pytorchReplicaSpecs"]["Launcher"] = {"template": pod_spec({})}
+        master, worker, launcher = evaluate(engine, [Document("m.yaml", 1, obj)]).pods
+        said = webhook_says(engine, obj, "ml").message
+
+        assert master.message == worker.message == said
+        assert "template (spec.pytorchReplicaSpecs.Master.template): " in said
+        assert "; template (spec.pytorchReplicaSpecs.Worker.template): " in said
+        assert launcher.allowed and launcher.message == ""
+
     def test_explain_says_the_same_denial_when_it_has_no_rules_to_list(
         self, engine: Engine
     ) -> None:

@@ -25,7 +25,7 @@ import jsonpatch
 
 from webhook.engine import AdmissionRequest, Engine, RuleOutcome
 from webhook.engine.claims import ClaimAsks, ClaimSource, GpuClasses, claim_asks
-from webhook.engine.decision import ENFORCE, Decision, denial, subject
+from webhook.engine.decision import ENFORCE, denial, subject
 from webhook.engine.inventory import UNKNOWN, Inventory
 from webhook.engine.pod import read_pod
 from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects, PodClaim, pod_claims
@@ -207,10 +207,11 @@ def evaluate(
             pods.append(_malformed(ref, "", f"malformed object: {error}"))
             continue
         seen = claims.seen_from(ref.namespace)
-        pods += [
-            evaluate_pod(engine, ref, pointer, pod_from_template(template), seen, claims.inventory)
+        judged = [
+            _evaluated(engine, ref, pointer, pod_from_template(template), seen, claims.inventory)
             for pointer, template in templates
         ]
+        pods += _worded_together(ref, judged)
     return Report(engine.policy.source, tuple(pods), tuple(skipped), tuple(claim_objects))
 
 
@@ -224,26 +225,43 @@ def evaluate_pod(
 ) -> PodEvaluation:
     """Mutate, apply the patch, validate the result: CREATE of one pod, whose claims name
     `claims`, in a cluster of which `inventory` is known."""
+    return _evaluated(engine, ref, template, pod, claims, inventory)[0]
+
+
+Enforced = tuple[str, ...]
+"""The messages of a pod's enforced violations, in the order the engine found them."""
+
+
+def _evaluated(
+    engine: Engine,
+    ref: ObjectRef,
+    template: str,
+    pod: dict[str, Any],
+    claims: ClaimObjects = NO_CLAIMS,
+    inventory: Inventory = UNKNOWN,
+) -> tuple[PodEvaluation, Enforced]:
+    """`evaluate_pod`, with the messages of the pod's enforced violations."""
     request = AdmissionRequest.pod_create(
         f"offline:{ref.source}:{ref.line}{template}", namespace_of(ref), ref.name, pod
     )
     mutation = engine.mutate(request, inventory, claims)
     if not mutation.allowed:
-        return _malformed(ref, template, mutation.message)
+        return _malformed(ref, template, mutation.message), ()
     mutated: dict[str, Any] = jsonpatch.apply_patch(pod, list(mutation.patch))
     decision = engine.validate(
         dataclasses.replace(request, object=mutated), inventory, claims=claims
     )
     if decision.code == 400:
-        return _malformed(ref, template, decision.message)
+        return _malformed(ref, template, decision.message), ()
     policy = engine.policy
     view = read_pod(mutated, policy)
-    return PodEvaluation(
+    enforced = tuple(v.message for v in decision.violations if v.mode == ENFORCE)
+    evaluation = PodEvaluation(
         object=ref,
         template=template,
         workload_class=view.labels.get(policy.workload_label),
         allowed=decision.allowed,
-        message=_denial(ref, template, decision),
+        message=_denial(ref, [(template, enforced)]) if template and enforced else decision.message,
         rules=decision.rules,
         patch=mutation.patch,
         received=pod,
@@ -252,6 +270,7 @@ def evaluate_pod(
         warnings=tuple(dict.fromkeys(mutation.warnings + decision.warnings)),
         claims=pod_claims(policy, view, claims, _classes(engine, inventory)).claims,
     )
+    return evaluation, enforced
 
 
 def evaluate_claim_object(
@@ -281,15 +300,28 @@ def namespace_of(ref: ObjectRef) -> str:
     return ref.namespace or KUBECTL_NAMESPACE
 
 
-def _denial(ref: ObjectRef, template: str, decision: Decision) -> str:
-    """The denial of the pod of `template` (a JSON pointer, empty for a Pod) as the webhook
-    words it: a Pod's is the engine's; a template's names its workload, as the webhook
-    judging the workload's CREATE does (webhook.engine.decision.denial)."""
-    if decision.allowed or not template:
-        return decision.message
-    enforced = [v.message for v in decision.violations if v.mode == ENFORCE]
-    named = subject(ref.kind, namespace_of(ref), ref.name)
-    return denial(named, templates=[(field_path(template), enforced)])
+def _denial(ref: ObjectRef, templates: list[tuple[str, Enforced]]) -> str:
+    """The denial of the workload `ref` for `templates` (JSON pointers and the messages of
+    their enforced violations) as the webhook judging its CREATE words it
+    (webhook.engine.decision.denial); empty when none has any."""
+    found = [(field_path(pointer), list(messages)) for pointer, messages in templates if messages]
+    return denial(subject(ref.kind, namespace_of(ref), ref.name), templates=found) if found else ""
+
+
+def _worded_together(
+    ref: ObjectRef, judged: list[tuple[PodEvaluation, Enforced]]
+) -> list[PodEvaluation]:
+    """The templates of one workload, each denied one with the webhook's one denial of the
+    workload: it names every template refused, so a workload with two (a PyTorchJob's
+    Master and Worker, say) is refused in the same words by check and by kube-apiserver."""
+    refused = [(e.template, enforced) for e, enforced in judged if enforced]
+    if len(refused) < 2:
+        return [evaluation for evaluation, _ in judged]
+    message = _denial(ref, refused)
+    return [
+        dataclasses.replace(evaluation, message=message) if enforced else evaluation
+        for evaluation, enforced in judged
+    ]
 
 
 def _classes(engine: Engine, inventory: Inventory) -> GpuClasses:
