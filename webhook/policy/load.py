@@ -8,8 +8,9 @@ A policy is refused with one ``PolicyError`` carrying every problem found (the f
 ``MAX_PROBLEMS`` of them; the others counted), each with
 the file, the line (and column) of the offending key or value, the field path and the
 reason: YAML that does not parse (only that, then), each key given twice (with both
-lines), each field pydantic refuses, and each cross-reference that does not hold
-(``webhook.policy.references``; with `rule_names`, the rules `enforcement` names too).
+lines), each field pydantic refuses, each cross-reference that does not hold
+(``webhook.policy.references``; with `rule_names`, the rules `enforcement` names too)
+and each contradiction between fields (``webhook.policy.contradictions``).
 A missing field is reported at the mapping that lacks it.
 """
 
@@ -25,6 +26,7 @@ from webhook.errors import PolicyError, PolicyProblem
 from webhook.policy.catalog import MigCatalog, default_catalog
 from webhook.policy.compile import compile_policy
 from webhook.policy.compiled import Policy
+from webhook.policy.contradictions import contradiction_problems
 from webhook.policy.model import PolicySpec
 from webhook.policy.references import reference_problems
 from webhook.policy.shipped import shipped_text
@@ -86,6 +88,8 @@ def load_policy_text(
         for found in error.errors():
             problems.add(tuple(found["loc"]), found["msg"])
     for path, reason in reference_problems(data, catalog, rule_names):
+        problems.add(path, reason)
+    for path, reason in contradiction_problems(data):
         problems.add(path, reason)
     if problems.found or spec is None:
         raise PolicyError.of(problems.in_order(), problems.unlisted)

@@ -8,9 +8,11 @@ off.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+
+from webhook.policy import kube_names
 
 LABEL_KEY_PATTERN = r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
@@ -24,7 +26,10 @@ characters (in the domain of the device's driver), or `<domain>/<identifier>`.""
 TEMPLATE_PATH_PATTERN = r"^(/([A-Za-z_][A-Za-z0-9_]*|\*))+$"
 """Field names CEL can select (`object.spec.template`) and `*` wildcards."""
 
-LabelKey = str
+LabelKey = Annotated[str, AfterValidator(kube_names.qualified_name)]
+"""A label or taint key, or an extended resource name: its characters checked by
+``LABEL_KEY_PATTERN``, its lengths by Kubernetes' limits."""
+LabelValue = Annotated[str, AfterValidator(kube_names.label_value)]
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 GpusThrough = Literal["devicePlugin", "dra", "both"]
 """How a pool's nodes give pods GPUs: the device plugin's extended resources
@@ -42,26 +47,29 @@ def _rule_modes() -> Any:
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    """Unknown keys are refused, and so is every coercion: `"2"` or `8.0` where a whole
+    number is meant, `"false"` where a boolean is (pydantic's strict mode)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
 
 
 class LabelSelectorSpec(StrictModel):
     """A label that turns something on: key and the value it must have."""
 
-    key: str = Field(pattern=LABEL_KEY_PATTERN)
-    value: str = Field(pattern=LABEL_VALUE_PATTERN)
+    key: LabelKey = Field(pattern=LABEL_KEY_PATTERN)
+    value: LabelValue = Field(pattern=LABEL_VALUE_PATTERN)
 
 
 class PodLabels(StrictModel):
-    workload: str = Field(default="gpu-admission.io/workload", pattern=LABEL_KEY_PATTERN)
-    gpu_model: str = Field(
+    workload: LabelKey = Field(default="gpu-admission.io/workload", pattern=LABEL_KEY_PATTERN)
+    gpu_model: LabelKey = Field(
         default="gpu-admission.io/gpu-model", alias="gpuModel", pattern=LABEL_KEY_PATTERN
     )
 
 
 class NodeLabels(StrictModel):
-    pool: str = Field(default="gpu-pool", pattern=LABEL_KEY_PATTERN)
-    model: str = Field(default="nvidia-gpu-model", pattern=LABEL_KEY_PATTERN)
+    pool: LabelKey = Field(default="gpu-pool", pattern=LABEL_KEY_PATTERN)
+    model: LabelKey = Field(default="nvidia-gpu-model", pattern=LABEL_KEY_PATTERN)
 
 
 TOOLKIT_DEVICE_ENV = (
@@ -80,7 +88,7 @@ internal/modifier/cdi.go of NVIDIA/nvidia-container-toolkit; docs/security.md)."
 
 
 class Resources(StrictModel):
-    gpu: str = Field(default="nvidia.com/gpu", pattern=LABEL_KEY_PATTERN)
+    gpu: LabelKey = Field(default="nvidia.com/gpu", pattern=LABEL_KEY_PATTERN)
     other_gpus: list[str] = Field(
         default_factory=lambda: ["nvidia.com/gpu.shared"], alias="otherGpus"
     )
@@ -108,12 +116,13 @@ class Resources(StrictModel):
                 raise ValueError(
                     f"{name!r} is not an extended resource name such as nvidia.com/gpu.shared"
                 )
+            kube_names.qualified_name(name)
         return names
 
 
 class Taint(StrictModel):
-    key: str = Field(pattern=LABEL_KEY_PATTERN)
-    value: str = Field(default="", pattern=LABEL_VALUE_PATTERN)
+    key: LabelKey = Field(pattern=LABEL_KEY_PATTERN)
+    value: LabelValue = Field(default="", pattern=LABEL_VALUE_PATTERN)
     effect: TaintEffect = "NoSchedule"
 
 
@@ -125,7 +134,10 @@ class GpuModel(StrictModel):
 
 
 class Pool(StrictModel):
-    label_value: str | None = Field(default=None, alias="labelValue", pattern=LABEL_VALUE_PATTERN)
+    label_value: (
+        Annotated[str, Field(pattern=LABEL_VALUE_PATTERN), AfterValidator(kube_names.label_value)]
+        | None
+    ) = Field(default=None, alias="labelValue")
     gpus_per_node: int = Field(alias="gpusPerNode", ge=1, le=1024)
     taints: list[Taint] | None = None
     models: dict[str, GpuModel] = Field(min_length=1)
@@ -147,6 +159,7 @@ class Pool(StrictModel):
         for name in models:
             if not re.fullmatch(LABEL_VALUE_PATTERN, name) or not name:
                 raise ValueError(f"model name {name!r} is not a valid label value")
+            kube_names.label_value(name)
         return models
 
 
@@ -234,7 +247,7 @@ class PreferredPool(StrictModel):
 class CoLocation(StrictModel):
     """Draw the pods of one job together: preferred pod affinity in a topology."""
 
-    topology_key: str = Field(alias="topologyKey", pattern=LABEL_KEY_PATTERN)
+    topology_key: LabelKey = Field(alias="topologyKey", pattern=LABEL_KEY_PATTERN)
     weight: int = Field(default=100, ge=1, le=100)
     job_labels: list[str] = Field(alias="jobLabels", min_length=1)
 
@@ -244,6 +257,7 @@ class CoLocation(StrictModel):
         for key in keys:
             if not re.fullmatch(LABEL_KEY_PATTERN, key):
                 raise ValueError(f"job label {key!r} is not a valid label key")
+            kube_names.qualified_name(key)
         return keys
 
 
@@ -366,6 +380,8 @@ class Exemption(StrictModel):
                 raise ValueError(f"label key {key!r} is not a valid label key")
             if not re.fullmatch(LABEL_VALUE_PATTERN, value):
                 raise ValueError(f"label value {value!r} is not a valid label value")
+            kube_names.qualified_name(key)
+            kube_names.label_value(value)
         return labels
 
 
