@@ -2,10 +2,11 @@
 
 The script is generated from the argparse tree of every command, so it completes what
 the command takes today: commands and subcommands, each command's options, the
-choices of an option or argument (`--output text|json|yaml|junit`), file names where a
-file is taken and folder names where a folder is (`policy test DIR`). It runs no
-Python at completion time, so a Tab costs nothing. zsh runs the same function through
-its bash completion layer (bashcompinit).
+choices of an option or argument (`--output text|json|yaml|junit`), file and folder
+names where a file or a folder of them is taken (`check FILE`, `policy test FILE|DIR`),
+and folder names alone where only a folder is (a metavar DIR). It runs no Python at
+completion time, so a Tab costs nothing. zsh runs the same function through its bash
+completion layer (bashcompinit).
 
     source <(gpu-admission completion bash)          # ~/.bashrc
     source <(gpu-admission completion zsh)           # ~/.zshrc, after compinit
