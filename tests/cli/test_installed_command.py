@@ -488,7 +488,8 @@ def test_policy_test_junit_fails_a_case_with_expected_against_got(
     )
     [failure] = suite.findall("testcase[@name='nine-gpus.yaml']/failure")
     assert failure.get("message", "").startswith(
-        "expected allowed, got denied (gpu-admission denied pod 'resnet-train': "
+        "expected allowed, got denied (gpu-admission denied Job 'default/resnet-train' template "
+        "(spec.template): "
     )
     assert suite.findall("testcase[@name='cpu.yaml']/*") == suite.findall(
         "testcase[@name='cpu.yaml']/properties"

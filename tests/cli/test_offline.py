@@ -222,9 +222,9 @@ class TestCheck:
             ("training", "", "no-model", "no"), ("", "", "unknown-pool", "no"),
             ("", "", "unknown-pool", "no"),
         ]  # fmt: skip
-        assert (job["verdict"], job["message"][:40]) == (
-            "denied",
-            "gpu-admission denied pod 'resnet-train':",
+        assert job["verdict"] == "denied"
+        assert job["message"].startswith(
+            "gpu-admission denied Job 'default/resnet-train' template (spec.template):"
         )
         assert [r["rule"] for r in job["rules"] if r["outcome"] == "fail"] == ["gpu-count"]
         assert job["mutatedPod"]["spec"]["priorityClassName"] == "training-priority"
@@ -445,7 +445,9 @@ class TestCheckJunit:
         assert (root.get("tests"), root.get("failures"), root.get("skipped")) == ("4", "1", "1")
         assert [s.get("name") for s in root.findall("testsuite")] == [str(manifest), str(cpu_pod)]
         [failure] = root.findall(".//failure")
-        assert failure.get("message", "").startswith("gpu-admission denied pod 'resnet-train':")
+        assert failure.get("message", "").startswith(
+            "gpu-admission denied Job 'default/resnet-train' template (spec.template):"
+        )
 
     def test_a_file_without_objects_is_an_empty_testsuite(
         self, tmp_path: Path, capsys: Capture
@@ -670,7 +672,7 @@ class TestPolicyTest:
         assert code == 1
         assert lines[0] == "PASS cpu.yaml"
         assert lines[1].startswith(
-            "FAIL nine.yaml: expected allowed, got denied (gpu-admission denied pod 'resnet-train': pod requests 9"
+            "FAIL nine.yaml: expected allowed, got denied (gpu-admission denied Job 'default/resnet-train' template (spec.template): pod requests 9"
         )
         assert lines[2] == "2 cases: 1 passed, 1 failed"
 
