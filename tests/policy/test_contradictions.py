@@ -61,6 +61,22 @@ def test_a_default_that_fits_the_largest_node_of_any_of_the_class_pools_is_accep
     assert load_policy_text(text, SOURCE).classes["inference"].default_gpus == 16
 
 
+def test_a_default_is_compared_with_the_pools_taking_the_device_plugins_gpus_only() -> None:
+    pools = {
+        "plugin": {"gpusPerNode": 8, "models": {}},
+        "claims": {"gpusPerNode": 16, "models": {}, "gpusThrough": "dra"},
+    }
+    classes = {
+        "mixed": {"pools": ["plugin", "claims"], "defaultGpus": 16},
+        "dra-only": {"pools": ["claims"], "defaultGpus": 32},
+    }
+
+    [(path, reason)] = contradiction_problems({"pools": pools, "classes": classes})
+
+    assert path == ("classes", "mixed", "defaultGpus")
+    assert "has at most 8 (pool 'plugin')" in reason
+
+
 def test_the_most_gpus_of_a_pool_are_its_own_count_or_a_models_if_larger() -> None:
     assert most_gpus_per_node({"gpusPerNode": 8, "models": {"A": {"gpusPerNode": 16}}}) == 16
     assert most_gpus_per_node({"gpusPerNode": 8, "models": {"A": {"gpusPerNode": 4}}}) == 8

@@ -71,14 +71,18 @@ def _default_gpu_problems(classes: dict[Any, Any], pools: dict[Any, Any]) -> Ite
 
 
 def _largest_node(names: list[Any], pools: dict[Any, Any]) -> tuple[int, str] | None:
-    """The most GPUs a node of the named pools has, and its pool; None when a pool is
-    unknown or gives no whole number (reported elsewhere)."""
+    """The most GPUs a node of the named pools that take the device plugin's GPUs has, and
+    its pool: the default is injected as the device plugin's resource, and only for such
+    pools (webhook.engine.mutate). None when no pool takes them, or when a pool is unknown
+    or gives no whole number (reported elsewhere)."""
     largest: tuple[int, str] | None = None
     for name in names:
         pool = pools.get(name) if isinstance(name, str) else None
         most = most_gpus_per_node(pool) if isinstance(pool, dict) else None
-        if most is None:
+        if most is None or not isinstance(pool, dict):
             return None
+        if pool.get("gpusThrough", "devicePlugin") == "dra":
+            continue
         if largest is None or most > largest[0]:
             largest = (most, name)
     return largest
