@@ -778,6 +778,28 @@ class TestPolicyTest:
         assert main(["policy", "test", "-"]) == 0
         assert capsys.readouterr().out.startswith("PASS -\n")
 
+    def test_a_broken_policy_in_junit_is_a_report_of_one_error(
+        self, tmp_path: Path, capsys: Capture
+    ) -> None:
+        policy = tmp_path / "policy.yaml"
+        policy.write_text("apiVersion: gpu-admission.io/v1alpha1\nkind: Policy\n", "utf-8")
+
+        code = main(
+            ["policy", "test", "-o", "junit", "--policy", str(policy), str(POLICIES / "tests")]
+        )
+
+        out, err = capsys.readouterr()
+        root = ET.fromstring(out.encode("utf-8"))
+        assert code == 2
+        assert err.startswith(f"gpu-admission: {policy}:1: ")
+        assert (root.get("name"), root.get("tests"), root.get("errors")) == (
+            "gpu-admission policy test",
+            "1",
+            "1",
+        )
+        [error] = root.findall("testsuite/testcase/error")
+        assert error.get("type") == "policy"
+
     def test_run_selecting_no_case_is_a_usage_error(self, capsys: Capture) -> None:
         code = main(["policy", "test", str(POLICIES / "tests"), "--run", "no-such-case"])
 
