@@ -30,7 +30,7 @@ unit: $(STAMP)
 	$(BIN)/pytest --ignore=tests/e2e
 
 schema: $(STAMP)  ## regenerate policies/schema.json from the policy model and the engine's rules (tests/policy/test_schema.py checks it)
-	$(BIN)/gpu-admission policy schema --output policies/schema.json
+	$(BIN)/gpu-admission policy schema --output-file policies/schema.json
 
 demo: $(STAMP)  ## a local control plane with gpu-admission and the sample workloads, until Ctrl-C
 	$(BIN)/python -m tests.e2e.demo
