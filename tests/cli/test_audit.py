@@ -44,3 +44,49 @@ def test_by_default_the_service_is_taken_to_run_in_gpu_admission(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert audited(tmp_path, capsys) == ["platform-admission"]
+
+
+def test_namespace_narrows_the_audit_to_those_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    given = ("--service-namespace", "platform-admission", "--all-namespaces")
+
+    assert audited(tmp_path, capsys, *given, "-n", "team-b") == ["team-b"]
+    assert audited(tmp_path, capsys, *given, "--namespace", "team-b", "-n", "gpu-admission") == [
+        "gpu-admission",
+        "team-b",
+    ]
+
+
+def test_a_named_namespace_out_of_scope_is_reported_with_the_reason_and_not_audited(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with cluster_stub(NAMESPACES) as cluster:
+        kubeconfig = str(cluster.kubeconfig(tmp_path))
+        code = main(["audit", "--kubeconfig", kubeconfig, "-o", "json", "-n", "platform-admission", "-n", "team-b"])  # fmt: skip
+
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    scope = json.loads(out)["scope"]
+    reason = (
+        "not opted in (no label gpu-admission.io/enabled=true); "
+        "--all-namespaces audits it as a preview"
+    )
+    assert scope["namespaces"] == ["platform-admission"]
+    assert scope["named"] == ["platform-admission", "team-b"]
+    assert scope["notAudited"] == {"team-b": reason}
+    assert err == f"gpu-admission audit: namespace 'team-b' not audited: {reason}\n"
+
+
+def test_when_no_named_namespace_can_be_audited_the_audit_fails_saying_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with cluster_stub(NAMESPACES) as cluster:
+        code = main(["audit", "--kubeconfig", str(cluster.kubeconfig(tmp_path)), "-n", "kube-system"])  # fmt: skip
+
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert err == (
+        "gpu-admission audit: namespace 'kube-system' not audited: the webhooks never cover it\n"
+        "gpu-admission audit: none of the namespaces named (-n) can be audited\n"
+    )

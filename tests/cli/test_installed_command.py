@@ -668,9 +668,10 @@ def test_install_client_dry_run_prints_the_objects_without_a_cluster(
     [
         (["install"], 1),
         (["audit"], 2),
+        (["audit", "-n", "team-a"], 2),
         (["certs", "rotate", "--namespace", "gpu-admission", "--secret", "gpu-admission-tls"], 1),
     ],
-    ids=["install", "audit", "certs-rotate"],
+    ids=["install", "audit", "audit-namespace", "certs-rotate"],
 )
 def test_an_unreachable_cluster_is_one_line_without_a_traceback(
     gpu_admission: GpuAdmission, tmp_path: Path, args: list[str], code: int

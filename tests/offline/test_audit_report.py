@@ -99,3 +99,25 @@ def test_no_string_of_a_result_grows_with_what_the_tenant_wrote() -> None:
     assert len(text) < 10_000
     [result] = data["results"]
     assert result["message"].endswith("characters)") and result["name"].endswith("characters)")
+
+
+def test_a_narrowed_audit_names_its_namespaces_and_says_why_the_others_named_were_not_audited() -> (
+    None
+):
+    summary = AuditSummary()
+    summary.include_namespace("a")
+    scope = AuditScope(False, ("a",), named=("a", "b"), not_audited={"b": "no such namespace"})
+    narrowed = AuditOutcome("policies/default.yaml (embedded)", scope, summary, ())
+
+    text = audit_text(narrowed)
+    data = audit_data(narrowed)
+
+    assert text.startswith("gpu-admission audit of nothing in 1 namespace named ")
+    assert "\nnot audited: namespace 'b': no such namespace\n" in text
+    assert data["scope"] == {
+        "allNamespaces": False,
+        "namespaces": ["a"],
+        "named": ["a", "b"],
+        "notAudited": {"b": "no such namespace"},
+    }
+    assert "named" not in audit_data(outcome())["scope"]

@@ -68,3 +68,51 @@ def test_the_periodic_audit_skips_the_namespace_it_was_given(engine: Engine) -> 
 
     assert periodic.service_namespace == "platform-admission"
     assert run is not None and run.namespaces == ("gpu-admission",)
+
+
+def test_a_run_narrowed_to_named_namespaces_asks_nothing_of_the_others(engine: Engine) -> None:
+    namespaces = {**NAMESPACES, "team-c": OPTED_IN}
+    with cluster_stub(namespaces) as cluster:
+        run = audit_cluster(
+            cluster.api(), engine, service_namespace="platform-admission", only=["team-c"]
+        )
+        paths = cluster.paths
+
+    assert run.namespaces == ("team-c",)
+    assert run.not_audited == {}
+    listed = [p for p in paths if "/namespaces/" in p]
+    assert listed and all("/namespaces/team-c/" in p for p in listed)
+
+
+def test_a_narrowed_preview_of_every_namespace_lists_only_the_named_ones(engine: Engine) -> None:
+    with cluster_stub(NAMESPACES) as cluster:
+        run = audit_cluster(
+            cluster.api(),
+            engine,
+            all_namespaces=True,
+            service_namespace="platform-admission",
+            only=["team-b"],
+        )
+        paths = cluster.paths
+
+    assert run.namespaces == ("team-b",)
+    listed = [p for p in paths if "/namespaces/" in p]
+    assert listed and all("/namespaces/team-b/" in p for p in listed)
+
+
+def test_each_named_namespace_out_of_scope_is_left_with_its_reason(engine: Engine) -> None:
+    named = ["gpu-admission", "team-b", "kube-system", "platform-admission", "nowhere"]
+    with cluster_stub(NAMESPACES) as cluster:
+        run = audit_cluster(
+            cluster.api(), engine, service_namespace="platform-admission", only=named
+        )
+
+    assert run.namespaces == ("gpu-admission",)
+    assert run.not_audited == {
+        "team-b": "not opted in (no label gpu-admission.io/enabled=true); "
+        "--all-namespaces audits it as a preview",
+        "kube-system": "the webhooks never cover it",
+        "platform-admission": "the service's own namespace, which its webhooks never cover",
+        "nowhere": "no such namespace",
+    }
+    assert set(run.summary.by_namespace) == {"gpu-admission"}

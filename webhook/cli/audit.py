@@ -60,7 +60,12 @@ held whole until written (it grows with how many objects the audited namespaces
 hold, each finding's strings cut short); text and --only-denied keep only what
 they list. `serve --audit-interval` keeps only counts and at most 500 results
 per namespace.
-Exit status: 0 nothing would be denied, 1 something would, 2 usage or cluster error.
+-n NAMESPACE (repeatable) narrows the audit to the namespaces named, as kubectl's
+does; nothing is listed in the others. A named namespace the audit does not cover
+(not opted in without --all-namespaces, never covered, or absent) is reported with
+the reason, on stderr and in the report's scope.notAudited, and not audited.
+Exit status: 0 nothing would be denied, 1 something would, 2 usage or cluster error
+(or no namespace named with -n can be audited).
 """
 
 
@@ -77,6 +82,16 @@ def add_audit_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
         "-A",
         action="store_true",
         help="audit every namespace the webhooks could cover, opted in or not",
+    )
+    audit.add_argument(
+        "--namespace",
+        "-n",
+        action="append",
+        dest="namespaces",
+        metavar="NAMESPACE",
+        help="audit only NAMESPACE (repeatable), which must be one the audit covers: opted "
+        "in, or with --all-namespaces any the webhooks could cover; one that is not is "
+        "reported with the reason, not audited",
     )
     audit.add_argument("--only-denied", action="store_true", help="list only what would be denied")
     audit.add_argument(
@@ -124,6 +139,7 @@ def _audit(args: argparse.Namespace) -> int:
             service_namespace=args.service_namespace,
             keep=_keep(args),
             listed=progress,
+            only=args.namespaces,
         )
         progress.done()
     except (PolicyError, LookupError) as error:
@@ -132,9 +148,20 @@ def _audit(args: argparse.Namespace) -> int:
         return fail(COMMAND, cluster_error_message(error, str(api.configuration.host)), USAGE)
     finally:
         api.close()
+    for namespace, reason in run.not_audited.items():
+        print(
+            f"gpu-admission audit: namespace {namespace!r} not audited: {reason}", file=sys.stderr
+        )
+    if args.namespaces and not run.namespaces:
+        return fail(COMMAND, "none of the namespaces named (-n) can be audited", USAGE)
     outcome = AuditOutcome(
         policy=engine.policy.source,
-        scope=AuditScope(args.all_namespaces, run.namespaces),
+        scope=AuditScope(
+            args.all_namespaces,
+            run.namespaces,
+            named=tuple(dict.fromkeys(args.namespaces or ())),
+            not_audited=run.not_audited,
+        ),
         summary=run.summary,
         findings=run.findings,
         unlisted=run.unlisted,

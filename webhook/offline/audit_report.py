@@ -6,7 +6,9 @@
     kind: AuditReport
     policy: where the policy came from
     judgedAs: how each pod and workload was judged (see webhook.offline.audit)
-    scope: {allNamespaces: bool, namespaces: [names audited]}
+    scope: {allNamespaces: bool, namespaces: [names audited],
+            named: [names given with -n],               # only with -n
+            notAudited: {name: why it was not audited}} # only with -n
     summary:
       judged: pods and pod templates judged
       objects: {Pod: N, Deployment: N, ...}
@@ -47,6 +49,10 @@ LISTED_VERDICTS = ("denied", "warned", "audited")
 class AuditScope:
     all_namespaces: bool
     namespaces: tuple[str, ...]
+    named: tuple[str, ...] = ()
+    """The namespaces the audit was narrowed to (`audit -n`); empty when not narrowed."""
+    not_audited: Mapping[str, str] = field(default_factory=dict)
+    """Namespace named -> why it was not audited."""
 
 
 @dataclass(frozen=True)
@@ -68,10 +74,7 @@ def audit_data(outcome: AuditOutcome) -> dict[str, Any]:
         "kind": KIND,
         "policy": outcome.policy,
         "judgedAs": JUDGED_AS,
-        "scope": {
-            "allNamespaces": outcome.scope.all_namespaces,
-            "namespaces": list(outcome.scope.namespaces),
-        },
+        "scope": _scope_data(outcome.scope),
         "summary": {
             "judged": summary.judged,
             "objects": summary.object_counts(),
@@ -88,6 +91,17 @@ def audit_data(outcome: AuditOutcome) -> dict[str, Any]:
         "unlisted": dict(outcome.unlisted),
         "results": [finding_data(f) for f in outcome.findings],
     }
+
+
+def _scope_data(scope: AuditScope) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "allNamespaces": scope.all_namespaces,
+        "namespaces": list(scope.namespaces),
+    }
+    if scope.named:
+        data["named"] = list(scope.named)
+        data["notAudited"] = dict(scope.not_audited)
+    return data
 
 
 def finding_data(finding: Finding) -> dict[str, Any]:
@@ -134,6 +148,8 @@ def audit_text(outcome: AuditOutcome, *, only_denied: bool = False) -> str:
         if found:
             lines += ["", f"{verdict.upper()} ({len(found):,}):"]
             lines += [f"  {f.subject.describe}: {_why(f)}" for f in found]
+    for namespace, reason in outcome.scope.not_audited.items():
+        lines += ["", f"not audited: namespace {namespace!r}: {reason}"]
     for kind, reason in outcome.unlisted.items():
         lines += ["", f"not audited: {kind}: {reason}"]
     lines += ["", closing_line(summary)]
@@ -146,7 +162,9 @@ def headline(outcome: AuditOutcome) -> str:
     objects = ", ".join(f"{n:,} {kind}{'' if n == 1 else 's'}" for kind, n in counts)
     scope = outcome.scope
     where = (
-        "every namespace the webhooks could cover"
+        f"{len(scope.namespaces):,} namespace{'' if len(scope.namespaces) == 1 else 's'} named"
+        if scope.named
+        else "every namespace the webhooks could cover"
         if scope.all_namespaces
         else f"{len(scope.namespaces):,} opted-in namespace"
         + ("" if len(scope.namespaces) == 1 else "s")

@@ -83,6 +83,7 @@ __all__ = [
     "audit_cluster",
     "namespaces_to_audit",
     "never_audited",
+    "out_of_scope",
     "owners_first",
 ]
 
@@ -104,6 +105,8 @@ class AuditRun:
     """Kind -> why it could not be listed."""
     stopped: bool = False
     """Whether the run was stopped before its end (``should_stop``): it judged only part."""
+    not_audited: dict[str, str] = field(default_factory=dict)
+    """Namespace named (``only``) -> why it was not audited."""
 
 
 def never_audited(service_namespace: str | None) -> frozenset[str]:
@@ -124,6 +127,40 @@ def namespaces_to_audit(
     return tuple(n for n in namespaces_in_scope(api, label) if n not in skipped)
 
 
+def out_of_scope(
+    api: Any,
+    named: Iterable[str],
+    in_scope: Iterable[str],
+    all_namespaces: bool,
+    service_namespace: str | None = None,
+    opt_in: tuple[str, str] | None = None,
+) -> dict[str, str]:
+    """Namespace -> why it is not audited, for each of ``named`` not ``in_scope``: never
+    covered by the webhooks, not opted in (``opt_in``, the policy's label; without
+    ``all_namespaces``), or no such namespace."""
+    covered = frozenset(in_scope)
+    missing = [name for name in dict.fromkeys(named) if name not in covered]
+    if not missing:
+        return {}
+    existing = frozenset(namespaces_in_scope(api, None))
+    reasons: dict[str, str] = {}
+    for name in missing:
+        if name == service_namespace:
+            reasons[name] = "the service's own namespace, which its webhooks never cover"
+        elif name in ALWAYS_EXEMPT_NAMESPACES:
+            reasons[name] = "the webhooks never cover it"
+        elif name not in existing:
+            reasons[name] = "no such namespace"
+        elif not all_namespaces and opt_in is not None:
+            reasons[name] = (
+                f"not opted in (no label {opt_in[0]}={opt_in[1]}); "
+                "--all-namespaces audits it as a preview"
+            )
+        else:
+            reasons[name] = "not covered by the webhooks"
+    return reasons
+
+
 def _never() -> bool:
     return False
 
@@ -139,6 +176,7 @@ def audit_cluster(
     found: Callable[[Finding], None] | None = None,
     listed: ListedCount | None = None,
     should_stop: Callable[[], bool] = _never,
+    only: Iterable[str] | None = None,
 ) -> AuditRun:
     """Judge every pod and workload in the namespaces to audit.
 
@@ -151,9 +189,21 @@ def audit_cluster(
     `all_namespaces` is each kind listed across the cluster (less the namespaces
     never audited). `service_namespace`, the namespace the service runs in, is never
     audited (None: no such namespace is known, only kube-system and kube-node-lease
-    are left out)."""
+    are left out).
+
+    `only`, when given, narrows the run to the namespaces it names that are in scope, each
+    listed by its namespaced calls (with `all_namespaces` too): nothing is asked of the
+    others. Each named one out of scope is left in ``not_audited`` with the reason."""
     namespaces = namespaces_to_audit(api, engine, all_namespaces, service_namespace)
-    run = AuditRun(namespaces)
+    not_audited: dict[str, str] = {}
+    if only is not None:
+        named = tuple(dict.fromkeys(only))
+        not_audited = out_of_scope(
+            api, named, namespaces, all_namespaces, service_namespace,
+            engine.policy.namespace_opt_in,
+        )  # fmt: skip
+        namespaces = tuple(n for n in namespaces if n in frozenset(named))
+    run = AuditRun(namespaces, not_audited=not_audited)
     for namespace in namespaces:
         run.summary.include_namespace(namespace)
     if not namespaces:
@@ -161,7 +211,7 @@ def audit_cluster(
     if inventory is None:
         inventory = _read_inventory(api, engine, run.unlisted)
     in_scope = frozenset(namespaces)
-    listed_in = None if all_namespaces else namespaces
+    listed_in = None if all_namespaces and only is None else namespaces
     versions = preferred_versions(api)
     claims_of = (
         ClaimReads(api, run.unlisted) if versions.get(RESOURCE_GROUP) == RESOURCE_VERSION else None
