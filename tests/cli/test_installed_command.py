@@ -447,7 +447,8 @@ def test_policy_validate_lists_every_problem_with_its_line_and_a_duplicate_key(
         "broken.yaml:6: pools.inference.gpusPerNode: duplicate key 'gpusPerNode': "
         "given at line 5 and again at line 6; YAML would keep only the last",
         "broken.yaml:10: classes.inference.pools[0]: unknown pool 'inferense'; pools: inference",
-        "broken.yaml:12: classes.inference.defaultGpu: Extra inputs are not permitted",
+        "broken.yaml:12: classes.inference.defaultGpu: "
+        "unknown key 'defaultGpu' in classes.inference; did you mean 'defaultGpus'?",
     ]
 
 

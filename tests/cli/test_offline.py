@@ -320,7 +320,7 @@ class TestCheck:
 
         assert code == 2
         assert capsys.readouterr().err.startswith(
-            f"gpu-admission: {policy}:1: pools: Field required"
+            f"gpu-admission: {policy}:1: pools: missing required key 'pools'"
         )
 
     def test_a_policy_naming_a_rule_the_engine_does_not_have_exits_2(

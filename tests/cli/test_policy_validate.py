@@ -72,9 +72,10 @@ def test_every_problem_is_printed_as_file_line_path_reason(tmp_path: Path, capsy
     rules = ", ".join(RULES.names)
     assert (code, out) == (1, "")
     assert err.splitlines() == [
-        f"{path}:{line_of(path, '  inference:')}: pools.inference.gpusPerNode: Field required",
+        f"{path}:{line_of(path, '  inference:')}: pools.inference.gpusPerNode: "
+        "missing required key 'gpusPerNode'",
         f"{path}:{line_of(path, 'gpusPerNod:')}: pools.inference.gpusPerNod: "
-        "Extra inputs are not permitted",
+        "unknown key 'gpusPerNod' in pools.inference; did you mean 'gpusPerNode'?",
         f"{path}:{line_of(path, '[trainig]')}: classes.training.pools[0]: "
         "unknown pool 'trainig'; pools: inference, training",
         f"{path}:{line_of(path, 'gpu-cout')}: enforcement.rules.gpu-cout: "

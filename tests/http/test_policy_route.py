@@ -99,9 +99,9 @@ def test_a_broken_policy_is_denied_with_every_problem_at_its_line(client: TestCl
     assert response["status"]["message"].splitlines() == [
         f"the policy in ConfigMap {NAMESPACE}/{NAME} does not load (3 problems):",
         f"{source}:{line_of(TWO_TYPOS, '  inference:')}: pools.inference.gpusPerNode: "
-        "Field required",
+        "missing required key 'gpusPerNode'",
         f"{source}:{line_of(TWO_TYPOS, 'gpusPerNod:')}: pools.inference.gpusPerNod: "
-        "Extra inputs are not permitted",
+        "unknown key 'gpusPerNod' in pools.inference; did you mean 'gpusPerNode'?",
         f"{source}:{line_of(TWO_TYPOS, '[trainig]')}: classes.training.pools[0]: "
         "unknown pool 'trainig'; pools: inference, training",
     ]

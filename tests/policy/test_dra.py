@@ -113,7 +113,7 @@ def test_a_dra_pool_keeps_its_mig_profiles_from_the_catalog() -> None:
             "",
             "gpusThrough: plugin",
             "pools.inference.gpusThrough",
-            "Input should be 'devicePlugin', 'dra' or 'both'",
+            "must be 'devicePlugin', 'dra' or 'both', not 'plugin'",
             id="an unknown way of taking GPUs",
         ),
         pytest.param(
@@ -137,7 +137,7 @@ def test_a_dra_pool_keeps_its_mig_profiles_from_the_catalog() -> None:
             "\ndra:\n  deviceClasses:\n    gpu: []\n",
             "gpu: []",
             "dra.deviceClasses.gpu",
-            "List should have at least 1 item",
+            "must not be empty",
             id="no DeviceClass of whole GPUs",
         ),
         pytest.param(
@@ -169,7 +169,7 @@ def test_a_dra_pool_keeps_its_mig_profiles_from_the_catalog() -> None:
             "\ndra:\n  attributes:\n    productName: product-name\n",
             "productName: product-name",
             "dra.attributes.productName",
-            "String should match pattern",
+            "'product-name' is not a device attribute",
             id="an attribute name that is not a C identifier",
         ),
         pytest.param(
@@ -185,7 +185,7 @@ def test_a_dra_pool_keeps_its_mig_profiles_from_the_catalog() -> None:
             "\ndra:\n  deviceclasses: {}\n",
             "deviceclasses: {}",
             "dra.deviceclasses",
-            "Extra inputs are not permitted",
+            "unknown key 'deviceclasses' in dra; did you mean 'deviceClasses'?",
             id="a misspelt field",
         ),
     ],

@@ -75,12 +75,12 @@ def test_a_gpu_feature_discovery_cluster_names_models_by_product() -> None:
         (
             broken("gpusPerNode: 8\n    # taints", "gpusPerNode: -8\n    # taints"),
             "pools.inference.gpusPerNode",
-            "greater than or equal to 1",
+            "-8 is out of range; write at least 1",
         ),
         (
             broken("defaultGpus: 1\n  training", "defaultGpu: 1\n  training"),
             "classes.inference.defaultGpu",
-            "Extra inputs are not permitted",
+            "unknown key 'defaultGpu' in classes.inference; did you mean 'defaultGpus'?",
         ),
         (
             broken("A100: {product: A100-SXM4-40GB}", "A100: {product: A100-SXM9}"),
@@ -92,11 +92,11 @@ def test_a_gpu_feature_discovery_cluster_names_models_by_product() -> None:
             "pools.training.mig",
             "mixed MIG needs at least one model",
         ),
-        (broken("kind: Policy", "kind: Polcy"), "kind", "Input should be 'Policy'"),
+        (broken("kind: Policy", "kind: Polcy"), "kind", "must be 'Policy', not 'Polcy'"),
         (
             broken("value: 1000}", "value: high}"),
             "classes.training.priorityClass.value",
-            "valid integer",
+            "expected a whole number, not the text 'high'",
         ),
     ],
     ids=[

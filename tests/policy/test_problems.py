@@ -45,15 +45,21 @@ def test_a_misspelt_field_is_reported_as_unknown_and_the_field_as_missing_each_a
 
     texts = [str(p) for p in problems]
     typo = line_of(TWO_TYPOS, "gpusPerNod: 8")
-    assert f"{SOURCE}:{typo}: pools.inference.gpusPerNod: Extra inputs are not permitted" in texts
+    assert (
+        f"{SOURCE}:{typo}: pools.inference.gpusPerNod: "
+        "unknown key 'gpusPerNod' in pools.inference; did you mean 'gpusPerNode'?"
+    ) in texts
     assert any(
-        t.startswith(f"{SOURCE}:") and "pools.inference.gpusPerNode: Field required" in t
+        t.startswith(f"{SOURCE}:")
+        and "pools.inference.gpusPerNode: missing required key 'gpusPerNode'" in t
         for t in texts
     )
 
 
 def test_a_missing_field_is_reported_at_the_mapping_that_lacks_it() -> None:
-    [missing] = [p for p in problems_of(TWO_TYPOS) if p.reason == "Field required"]
+    [missing] = [
+        p for p in problems_of(TWO_TYPOS) if p.reason == "missing required key 'gpusPerNode'"
+    ]
 
     assert missing.path == "pools.inference.gpusPerNode"
     assert missing.line == line_of(TWO_TYPOS, "  inference:")
@@ -248,3 +254,34 @@ def test_a_problem_without_a_line_reads_file_path_reason() -> None:
     assert str(PolicyProblem("p.yaml", "pools", "bad")) == "p.yaml: pools: bad"
     assert str(PolicyProblem("p.yaml", "pools", "bad", line=3)) == "p.yaml:3: pools: bad"
     assert str(PolicyProblem("p.yaml", "", "cannot read", line=None)) == "p.yaml: cannot read"
+
+
+PYDANTIC_PHRASES = ("Input should", "Field required", "Extra inputs", "Value error", "should have")
+
+
+@pytest.mark.parametrize(
+    "replacements",
+    [
+        [("    gpusPerNode: 8\n    # taints", "    gpuPerNode: 8.0\n    # taints")],
+        [("value: 1000}", 'value: "1000"}'), ("mig: none", "mig: off")],
+        [
+            (
+                "kind: Policy\n",
+                "kind: Policy\nenforcement: {default: strict, rules: {gpu-count: 1}}\n",
+            )
+        ],
+        [("pools: [training]", "pools: []"), ("weight: 100", "weight: 0")],
+        [
+            ("      A100: {product: A100-SXM4-40GB}\n", "      {}\n"),
+            ("otherGpus: [", "otherGpus: [gpu, "),
+        ],
+    ],
+    ids=["typo-and-float", "text-and-boolean", "modes", "empty-and-range", "empty-and-validator"],
+)
+def test_no_problem_of_a_broken_policy_is_worded_by_pydantic(
+    replacements: list[tuple[str, str]],
+) -> None:
+    problems = problems_of(edited(*replacements))
+
+    assert problems
+    assert not [str(p) for p in problems if any(phrase in p.reason for phrase in PYDANTIC_PHRASES)]

@@ -8,9 +8,10 @@ A policy is refused with one ``PolicyError`` carrying every problem found (the f
 ``MAX_PROBLEMS`` of them; the others counted), each with
 the file, the line (and column) of the offending key or value, the field path and the
 reason: YAML that does not parse (only that, then), each key given twice (with both
-lines), each field pydantic refuses, each cross-reference that does not hold
-(``webhook.policy.references``; with `rule_names`, the rules `enforcement` names too)
-and each contradiction between fields (``webhook.policy.contradictions``).
+lines), each field the model refuses (in our words: ``webhook.policy.wording``), each
+cross-reference that does not hold (``webhook.policy.references``; with `rule_names`,
+the rules `enforcement` names too) and each contradiction between fields
+(``webhook.policy.contradictions``).
 A missing field is reported at the mapping that lacks it.
 """
 
@@ -30,6 +31,7 @@ from webhook.policy.contradictions import contradiction_problems
 from webhook.policy.model import PolicySpec
 from webhook.policy.references import reference_problems
 from webhook.policy.shipped import shipped_text
+from webhook.policy.wording import worded
 from webhook.policy.yaml_source import FieldPath, Position, YamlSource, read_source, yaml_problem
 
 DEFAULT_POLICY = "default.yaml"
@@ -86,7 +88,7 @@ def load_policy_text(
         spec = PolicySpec.model_validate(data)
     except ValidationError as error:
         for found in error.errors():
-            problems.add(tuple(found["loc"]), found["msg"])
+            problems.add(*worded(found))
     for path, reason in reference_problems(data, catalog, rule_names):
         problems.add(path, reason)
     for path, reason in contradiction_problems(data):
