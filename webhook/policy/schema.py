@@ -1,7 +1,7 @@
 """The JSON Schema of policy files, made from the pydantic model.
 
 Written to `policies/schema.json` by `make schema` (`gpu-admission policy schema
---output`), so editors validate a policy as it is typed: put
+--output-file`), so editors validate a policy as it is typed: put
 `# yaml-language-server: $schema=schema.json` (a path or URL of the schema) at
 the top of the policy file. The rule names `enforcement` may use are the engine's,
 given by the caller: the policy does not know which rules exist.
