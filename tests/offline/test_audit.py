@@ -18,7 +18,7 @@ from tests.builders import (
 from webhook.engine import Engine, RuleOutcome
 from webhook.engine.claims import ClaimSource
 from webhook.engine.pod_claims import ClaimObjects
-from webhook.engine.templates import CONTROLLER_KINDS, POD, template_kinds
+from webhook.engine.templates import CONTROLLER_KINDS, POD, TemplateKind, template_kinds
 from webhook.offline.audit import (
     NAME_LIMIT,
     TEMPLATE_LIMIT,
@@ -36,6 +36,8 @@ from webhook.offline.audit import (
     subject_of,
     too_large,
 )
+from webhook.offline.documents import Document
+from webhook.offline.evaluation import evaluate
 from webhook.policy import load_policy_text
 from webhook.policy.load import default_policy_text
 
@@ -173,6 +175,45 @@ class TestJudgeObject:
         assert finding.subject.template == "spec.jobTemplate.spec.template"
         assert finding.verdict == "denied"
         assert outcomes(finding)["workload-class"] == "fail"
+
+    @pytest.mark.parametrize(
+        ("kind", "path"),
+        [(CRONJOB, "spec.jobTemplate.spec.template"), (DEPLOYMENT, "spec.template")],
+        ids=["CronJob", "Deployment"],
+    )
+    def test_a_denied_template_is_worded_as_check_and_the_webhook_word_it(
+        self, engine: Engine, kind: TemplateKind, path: str
+    ) -> None:
+        template = {"metadata": {"labels": {}}, "spec": {"containers": [container(gpus=1)]}}
+        obj = workload(kind.kind, template)
+
+        [finding] = judge_object(engine, obj, kind)
+        [evaluation] = evaluate(engine, [Document("m.yaml", 1, obj)]).pods
+
+        assert finding.message == evaluation.message
+        assert finding.message.startswith(
+            f"gpu-admission denied {kind.kind} 'ml/w' template ({path}): "
+        )
+
+    def test_a_workload_with_two_denied_templates_names_both_in_each_finding(
+        self, engine: Engine
+    ) -> None:
+        template = {"metadata": {"labels": {}}, "spec": {"containers": [container(gpus=1)]}}
+        replicas = {"Master": {"template": template}, "Worker": {"template": template}}
+        obj = {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "metadata": {"name": "w", "namespace": "ml", "uid": "w-1"},
+            "spec": {"pytorchReplicaSpecs": replicas},
+        }
+        kind = next(k for k in engine.kinds if k.kind == "PyTorchJob")
+
+        master, worker = judge_object(engine, obj, kind)
+        checked = evaluate(engine, [Document("m.yaml", 1, obj)]).pods
+
+        assert master.message == worker.message == checked[0].message == checked[1].message
+        assert "template (spec.pytorchReplicaSpecs.Master.template): " in master.message
+        assert "; template (spec.pytorchReplicaSpecs.Worker.template): " in master.message
 
     def test_a_malformed_workload_is_denied_with_the_reason_and_no_rules(
         self, engine: Engine

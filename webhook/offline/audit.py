@@ -11,7 +11,7 @@ the ResourceClaimTemplates and ResourceClaims they name as ``claims_of`` reads t
 cluster's as they are now); without it they are not judged, with a warning. A workload
 is judged by each of its pod templates, as the pod its controller creates (requests
 defaulted from limits, then our mutation), the way the workload webhook judges it at
-apply time; a workload whose controller is of a kind judged too (a Deployment's
+apply time, and a denied template is worded as that webhook (and check) words it; a workload whose controller is of a kind judged too (a Deployment's
 ReplicaSet, a CronJob's Job) is left to its owner, but only when that owner was seen
 (``left_to_owner``): an ownerReference is written by whoever writes the object, so a
 CronJob naming a made-up Deployment, or a kind the cluster does not serve, as its
@@ -44,7 +44,7 @@ import jsonpatch
 
 from webhook.engine import AdmissionRequest, Engine, RuleOutcome
 from webhook.engine.claims import ClaimSource
-from webhook.engine.decision import EXEMPTION, shorten
+from webhook.engine.decision import ENFORCE, EXEMPTION, denial, shorten, subject
 from webhook.engine.inventory import UNKNOWN, Inventory
 from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
 from webhook.engine.templates import POD, TemplateKind, pod_from_template, pod_templates
@@ -153,8 +153,8 @@ def judge_object(
         templates = pod_templates(obj, kind)
     except MalformedObject as error:
         return [Finding(subject, "denied", f"malformed object: {error}")]
-    return [
-        judge_pod(
+    judged = [
+        _judged(
             engine,
             dataclasses.replace(subject, template=template_path(pointer)),
             pod_from_template(template),
@@ -163,6 +163,7 @@ def judge_object(
         )
         for pointer, template in templates
     ]
+    return _worded_together(subject, judged)
 
 
 def judge_pod(
@@ -172,7 +173,25 @@ def judge_pod(
     inventory: Inventory = UNKNOWN,
     claims_of: ClaimsOf | None = None,
 ) -> Finding:
-    """Mutate `pod`, apply the patch as kube-apiserver does, validate the result."""
+    """Mutate `pod`, apply the patch as kube-apiserver does, validate the result. A pod
+    template's denial (``subject.template`` set) is worded as the workload webhook words
+    it (``denied CronJob 'ns/name' template (spec.jobTemplate.spec.template): ...``), the
+    words of check, explain and policy test too."""
+    return _judged(engine, subject, pod, inventory, claims_of)[0]
+
+
+Enforced = tuple[str, ...]
+"""The messages of a pod's enforced violations, in the order the engine found them."""
+
+
+def _judged(
+    engine: Engine,
+    subject: Subject,
+    pod: dict[str, Any],
+    inventory: Inventory = UNKNOWN,
+    claims_of: ClaimsOf | None = None,
+) -> tuple[Finding, Enforced]:
+    """`judge_pod`, with the messages of the pod's enforced violations."""
     request = AdmissionRequest.pod_create(
         f"audit:{subject.uid or subject.name}", subject.namespace, subject.name, pod
     )
@@ -180,7 +199,7 @@ def judge_pod(
     claims = claims_of(subject.namespace, sources) if sources and claims_of else NO_CLAIMS
     mutation = engine.mutate(request, inventory, claims)
     if not mutation.allowed:
-        return Finding(subject, "denied", mutation.message)
+        return Finding(subject, "denied", mutation.message), ()
     mutated: dict[str, Any] = jsonpatch.apply_patch(pod, list(mutation.patch))
     decision = engine.validate(
         dataclasses.replace(request, object=mutated), inventory, claims=claims
@@ -198,7 +217,31 @@ def judge_pod(
         verdict = "audited"
     else:
         verdict = "passed"
-    return Finding(subject, verdict, decision.message, decision.rules, exemption)
+    enforced = tuple(v.message for v in decision.violations if v.mode == ENFORCE)
+    message = decision.message
+    if subject.template and enforced:
+        message = _denial(subject, [(subject.template, enforced)])
+    return Finding(subject, verdict, message, decision.rules, exemption), enforced
+
+
+def _denial(workload: Subject, templates: list[tuple[str, Enforced]]) -> str:
+    """The denial of `workload` for `templates` (field paths and the messages of their
+    enforced violations) as the workload webhook judging its CREATE words it."""
+    named = subject(workload.kind, workload.namespace, workload.name)
+    return denial(named, templates=[(path, list(messages)) for path, messages in templates])
+
+
+def _worded_together(workload: Subject, judged: list[tuple[Finding, Enforced]]) -> list[Finding]:
+    """The findings of one workload's templates, each denied one with the webhook's one
+    denial of the workload, naming every template refused (as check words them)."""
+    refused = [(f.subject.template, enforced) for f, enforced in judged if enforced]
+    if len(refused) < 2:
+        return [finding for finding, _ in judged]
+    message = _denial(workload, refused)
+    return [
+        dataclasses.replace(finding, message=message) if enforced else finding
+        for finding, enforced in judged
+    ]
 
 
 def template_path(pointer: str) -> str:
