@@ -11,8 +11,9 @@ the ResourceClaimTemplates and ResourceClaims they name as ``claims_of`` reads t
 cluster's as they are now); without it they are not judged, with a warning. A workload
 is judged by each of its pod templates, as the pod its controller creates (requests
 defaulted from limits, then our mutation), the way the workload webhook judges it at
-apply time, and a denied template is worded as that webhook (and check) words it; a workload whose controller is of a kind judged too (a Deployment's
-ReplicaSet, a CronJob's Job) is left to its owner, but only when that owner was seen
+apply time, and a denied template is worded as that webhook (and check) words it; a
+workload whose controller is of a kind judged too (a Deployment's ReplicaSet, a
+CronJob's Job) is left to its owner, but only when that owner was seen
 (``left_to_owner``): an ownerReference is written by whoever writes the object, so a
 CronJob naming a made-up Deployment, or a kind the cluster does not serve, as its
 controller would otherwise hide from the audit, and garbage collection, which only
