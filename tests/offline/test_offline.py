@@ -383,7 +383,8 @@ class TestCases:
 
     def test_a_case_file_with_an_unknown_field_is_invalid(self) -> None:
         with pytest.raises(
-            ManifestError, match=r"^case\.yaml: expected: Extra inputs are not permitted$"
+            ManifestError,
+            match=r"^case\.yaml:3: expected: unknown key 'expected'; did you mean 'expect'\?$",
         ):
             read_case("object: {}\nexpect: allowed\nexpected: denied\n", "case.yaml")
 

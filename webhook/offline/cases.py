@@ -33,6 +33,8 @@ from typing import Any, Literal, TextIO
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from webhook.engine import Engine
+from webhook.engine.rules import RULES
+from webhook.offline.case_wording import case_problem, unknown_rules
 from webhook.offline.claim_documents import (
     VERSIONS,
     ClaimDocuments,
@@ -42,7 +44,6 @@ from webhook.offline.claim_documents import (
 from webhook.offline.documents import STDIN, Document, ManifestError, read_yaml
 from webhook.offline.evaluation import ClaimObjectEvaluation, PodEvaluation, evaluate
 from webhook.offline.fragments import mismatch
-from webhook.policy.load import format_location
 
 CASE_SUFFIXES = (".yaml", ".yml")
 API_VERSION = "gpu-admission.io/v1alpha1"
@@ -190,14 +191,19 @@ def cases_data(results: Sequence[CaseResult], policy: str) -> dict[str, Any]:
 
 
 def read_case(text: str, source: str) -> Case:
+    """The case of `text`; raises ManifestError at the line of what is wrong with it."""
     data = read_yaml(text, source)
     try:
-        return Case.model_validate(data)
+        case = Case.model_validate(data)
     except ValidationError as error:
-        first = error.errors()[0]
-        where = format_location(first["loc"])
-        reason = f"{where}: {first['msg']}" if where else first["msg"]
-        raise ManifestError(source, None, reason) from error
+        # A misspelt key first: it explains the missing one that usually comes with it.
+        first = min(error.errors(), key=lambda e: e["type"] != "extra_forbidden")
+        line, reason = case_problem(first, Case, text)
+        raise ManifestError(source, line, reason) from error
+    unknown = unknown_rules(case.rules or (), RULES.names, text)
+    if unknown is not None:
+        raise ManifestError(source, *unknown)
+    return case
 
 
 def case_problems(
