@@ -529,6 +529,41 @@ def test_the_audit_reads_the_policy_from_the_release_namespace(release: Release)
     assert [r["verdict"] for r in audited] == ["passed"], audited
 
 
+def test_an_in_place_edit_needing_other_webhooks_is_refused_by_the_replicas_with_the_fix(
+    release: Release,
+) -> None:
+    """`kubectl apply` of the release's policy ConfigMap with the workload label renamed
+    and the chart's annotation left as it was: the replicas (through the Service) refuse
+    it, naming what differs and the command that fixes it; nothing is stored."""
+    cluster = release.cluster
+    (configmap,) = [
+        c
+        for c in cluster.list_json("configmap", NAMESPACE)
+        if c["metadata"]["name"].startswith("gpu-admission-policy")
+    ]
+    edited = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": configmap["metadata"]["name"],
+            "namespace": NAMESPACE,
+            "annotations": configmap["metadata"].get("annotations", {}),
+        },
+        "data": {
+            key: text.replace(TEAM_LABEL, "team.example/renamed")
+            for key, text in configmap["data"].items()
+        },
+    }
+
+    refused = cluster.kubectl("apply", "-f", "-", input=json.dumps(edited), check=False)
+    stored = cluster.get_json("configmap", configmap["metadata"]["name"], NAMESPACE)
+
+    assert refused.returncode != 0
+    assert "gpu-admission manifests helm-values --policy FILE" in refused.stderr
+    assert "helm upgrade" in refused.stderr
+    assert stored["data"] == configmap["data"]
+
+
 def test_uninstall_leaves_no_webhook_configuration(release: Release) -> None:
     release.helm("uninstall", RELEASE, "--wait", "--timeout", "3m")
 
