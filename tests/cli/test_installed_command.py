@@ -64,6 +64,16 @@ metadata:
 spec:
   containers: [{name: t, image: t, resources: {limits: {nvidia.com/gpu: 9}}}]
 """
+RESOURCE_TYPO_POD = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: trainer
+  labels: {gpu-admission.io/workload: training}
+spec:
+  containers: [{name: t, image: t, resource: {limits: {nvidia.com/gpu: 4}}}]
+"""
+"""The issue's pod: `resource:` where `resources:` is meant, asking 4 GPUs."""
 WARN_ON_GPU_COUNT = "\nenforcement:\n  rules: {gpu-count: warn}\n"
 """Appended to the default policy: the GPU-count rule warns instead of denying."""
 
@@ -272,6 +282,29 @@ def test_check_counts_warnings_and_still_exits_0(
     )
     assert "    Warning: gpu-admission: gpu-count: pod requests 9 nvidia.com/gpu" in detailed.stdout
     assert detailed.stdout.endswith("\n1 pod: 1 allowed, 0 denied; 1 warning\n")
+
+
+def test_check_warns_of_an_unknown_field_in_text_and_json(gpu_admission: GpuAdmission) -> None:
+    write(gpu_admission.cwd / "typo.yaml", RESOURCE_TYPO_POD)
+
+    result = gpu_admission("check", "typo.yaml")
+    detailed = gpu_admission("check", "-v", "typo.yaml")
+    data = gpu_admission("check", "-o", "json", "--warnings-exit-code", "3", "typo.yaml")
+
+    warning = (
+        'unknown field "spec.containers[0].resource" (did you mean "resources"?): '
+        "kubectl's default --validate=strict refuses it; "
+        "with --validate=false it is dropped and the object judged without it"
+    )
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == (
+        "allowed  Pod/trainer  typo.yaml:1  1 warning\n1 pod: 1 allowed, 0 denied; 1 warning\n"
+    )
+    assert f"    Warning: {warning}\n" in detailed.stdout
+    assert data.returncode == 3
+    report = json.loads(data.stdout)
+    assert report["pods"][0]["warnings"] == [warning]
+    assert report["summary"]["warnings"] == 1
 
 
 @pytest.mark.parametrize("code", [1, 3])

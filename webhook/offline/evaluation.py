@@ -6,6 +6,11 @@ kube-apiserver applies it, and the mutated pod is validated: the same
 sequence as CREATE in a cluster whose namespace has opted in. Each rule's
 outcome is the one the engine reported with its decision.
 
+Each field of an object that Kubernetes does not know (webhook.offline.manifest_fields) is
+a warning of that object (of the pod template it lies in, or of the object's first): the
+webhook never sees such a field, kube-apiserver refuses or drops it before, so it is no
+rule of the engine, but a `resource:` asking 4 GPUs is judged as asking none.
+
 The ResourceClaimTemplates and ResourceClaims among the documents are judged as at
 their CREATE too, and are what the pods' claims of Dynamic Resource Allocation ask
 for (webhook.offline.claim_documents): a claim naming one not among them is not judged.
@@ -48,6 +53,7 @@ from webhook.offline.claim_documents import (
 )
 from webhook.offline.documents import Document
 from webhook.offline.landing import Landing, landings
+from webhook.offline.manifest_fields import UnknownField, unknown_fields
 
 KUBECTL_NAMESPACE = "default"
 """The namespace an object of a manifest that names none is judged in: kubectl's, when its
@@ -95,8 +101,9 @@ class PodEvaluation:
     landings: tuple[Landing, ...] = ()
     """Each kind of node of the policy, and whether the mutated pod can be scheduled there."""
     warnings: tuple[str, ...] = ()
-    """The warnings of our webhooks' responses, each printed by kubectl as `Warning: ...`
-    (allowed or denied): rules the policy puts in `warn` mode."""
+    """First one per field of the pod (or template) Kubernetes does not know
+    (``UnknownField.warning``), then the warnings of our webhooks' responses, each printed
+    by kubectl as `Warning: ...` (allowed or denied): rules the policy puts in `warn` mode."""
     claims: tuple[PodClaim, ...] = ()
     """The pod's claims of Dynamic Resource Allocation, resolved from the documents."""
 
@@ -184,13 +191,16 @@ def evaluate(
     claim_objects: list[ClaimObjectEvaluation] = []
     for document in documents:
         ref = object_ref(document)
+        unknown = unknown_fields(document.object, kinds)
         if is_claim_object(document.object):
             unread = unread_version(document.object)
             if unread is not None:
                 skipped.append(SkippedObject(ref, unread))
             else:
+                judged_claim = evaluate_claim_object(engine, ref, document.object, claims.inventory)
+                warnings = (*(f.warning() for f in unknown), *judged_claim.warnings)
                 claim_objects.append(
-                    evaluate_claim_object(engine, ref, document.object, claims.inventory)
+                    dataclasses.replace(judged_claim, warnings=tuple(dict.fromkeys(warnings)))
                 )
             continue
         if is_device_class(document.object):
@@ -204,14 +214,16 @@ def evaluate(
         try:
             templates = pod_templates(document.object, kind)
         except MalformedObject as error:
-            pods.append(_malformed(ref, "", f"malformed object: {error}"))
+            pods += _with_unknown_fields(
+                [_malformed(ref, "", f"malformed object: {error}")], unknown
+            )
             continue
         seen = claims.seen_from(ref.namespace)
         judged = [
             _evaluated(engine, ref, pointer, pod_from_template(template), seen, claims.inventory)
             for pointer, template in templates
         ]
-        pods += _worded_together(ref, judged)
+        pods += _with_unknown_fields(_worded_together(ref, judged), unknown)
     return Report(engine.policy.source, tuple(pods), tuple(skipped), tuple(claim_objects))
 
 
@@ -321,6 +333,27 @@ def _worded_together(
     return [
         dataclasses.replace(evaluation, message=message) if enforced else evaluation
         for evaluation, enforced in judged
+    ]
+
+
+def _with_unknown_fields(
+    evaluations: list[PodEvaluation], unknown: list[UnknownField]
+) -> list[PodEvaluation]:
+    """The pods of one object, each warned of the unknown fields in its template, the first
+    also of those outside every template (`spec.backofLimit` of a Job): each once."""
+    if not unknown or not evaluations:
+        return evaluations
+    prefixes = [f"{field_path(e.template)}." if e.template else "" for e in evaluations]
+    placed: list[list[str]] = [[] for _ in evaluations]
+    for found in unknown:
+        at = next(
+            (i for i, prefix in enumerate(prefixes) if prefix and found.path.startswith(prefix)),
+            0,
+        )
+        placed[at].append(found.warning())
+    return [
+        dataclasses.replace(e, warnings=tuple(dict.fromkeys((*extra, *e.warnings)))) if extra else e
+        for e, extra in zip(evaluations, placed, strict=True)
     ]
 
 

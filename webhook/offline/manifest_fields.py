@@ -37,6 +37,11 @@ SCHEMA_FILE = "manifest-fields.json"
 POD_TEMPLATE = "io.k8s.api.core.v1.PodTemplateSpec"
 LIST, MAP = "[]", "map[string]"
 """Prefixes of a field's type in the schema file: a list of it, a mapping of it."""
+UNKNOWN_FIELD_CONSEQUENCE = (
+    "kubectl's default --validate=strict refuses it; "
+    "with --validate=false it is dropped and the object judged without it"
+)
+"""What becomes of an unknown field, as the warning of its object says."""
 SUGGESTION_CUTOFF = 0.6
 """How alike a known field must be to be suggested (difflib's ratio)."""
 
@@ -54,6 +59,11 @@ class UnknownField:
         """`unknown field "spec.containers[0].resource" (did you mean "resources"?)`."""
         hint = f' (did you mean "{self.suggestion}"?)' if self.suggestion else ""
         return f'unknown field "{self.path}"{hint}'
+
+    def warning(self) -> str:
+        """The warning `check` and `explain` give of it for its object: what kubectl's
+        validation makes of it (kube-apiserver refuses or drops it before any webhook)."""
+        return f"{self.describe()}: {UNKNOWN_FIELD_CONSEQUENCE}"
 
 
 @dataclass(frozen=True, slots=True)

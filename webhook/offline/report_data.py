@@ -14,7 +14,9 @@
         workloadClass: the workload class label's value, or null
         verdict: allowed | denied
         message: the denial as kube-apiserver would print it ("" when allowed)
-        warnings: [what kubectl would print after `Warning: `, allowed or denied]
+        warnings: [what kubectl would print after `Warning: `, allowed or denied; first
+                   each field Kubernetes does not know: `unknown field "spec.containers[0]
+                   .resource" (did you mean "resources"?): kubectl's default ...`]
         rules:                          # every validation rule, in a fixed order
           - {rule: gpu-count, outcome: pass | fail | warn | audit | skip, messages: [...]}
         claims:                         # spec.resourceClaims (Dynamic Resource Allocation)

@@ -75,7 +75,10 @@ class PodData(_Strict):
     workloadClass: str | None
     verdict: Literal["allowed", "denied"]
     message: str = Field(description='the denial as kube-apiserver prints it ("" if allowed)')
-    warnings: list[str] = Field(description="what kubectl prints after `Warning: `")
+    warnings: list[str] = Field(
+        description="each field Kubernetes does not know (`unknown field "
+        '"spec.containers[0].resource" ...`), then what kubectl prints after `Warning: `'
+    )
     rules: list[RuleData] = Field(description="every rule, in a fixed order; empty if malformed")
     claims: list[PodClaimData]
     patch: list[dict[str, Any]] = Field(description="JSONPatch of the mutation")
