@@ -277,9 +277,12 @@ def test_check_counts_warnings_and_still_exits_0(
     detailed = gpu_admission("check", "-v", "--policy", "warn.yaml", "big.yaml")
 
     assert (result.returncode, detailed.returncode) == (0, 0)
-    assert result.stdout == (
-        "allowed  Pod/big  big.yaml:1  1 warning\n1 pod: 1 allowed, 0 denied; 1 warning\n"
+    first, warning, summary = result.stdout.splitlines()
+    assert first == "allowed  Pod/big  big.yaml:1  1 warning"
+    assert warning.startswith(
+        "    Warning: gpu-admission: gpu-count: pod requests 9 nvidia.com/gpu"
     )
+    assert summary == "1 pod: 1 allowed, 0 denied; 1 warning"
     assert "    Warning: gpu-admission: gpu-count: pod requests 9 nvidia.com/gpu" in detailed.stdout
     assert detailed.stdout.endswith("\n1 pod: 1 allowed, 0 denied; 1 warning\n")
 
@@ -298,7 +301,9 @@ def test_check_warns_of_an_unknown_field_in_text_and_json(gpu_admission: GpuAdmi
     )
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout == (
-        "allowed  Pod/trainer  typo.yaml:1  1 warning\n1 pod: 1 allowed, 0 denied; 1 warning\n"
+        "allowed  Pod/trainer  typo.yaml:1  1 warning\n"
+        f"    Warning: {warning}\n"
+        "1 pod: 1 allowed, 0 denied; 1 warning\n"
     )
     assert f"    Warning: {warning}\n" in detailed.stdout
     assert data.returncode == 3

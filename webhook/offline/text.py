@@ -36,19 +36,22 @@ def report_lines(
 ) -> str:
     """A line per object: `DENIED  Job/ml/train /spec/template  jobs.yaml:3  gpu-count: ...`
     (verdict, kind/namespace/name, the template of a workload, where, and the first line of
-    the denial or how many warnings), a line per file that could not be read, then the
-    summary of everything (`only_denied` lists only the denied and the unreadable)."""
+    the denial or how many warnings) followed by its warnings as kubectl prints them, a
+    line per file that could not be read, then the summary of everything (`only_denied`
+    lists only the denied and the unreadable)."""
     lines: list[str] = []
     for pod in report.pods:
         if pod.allowed and only_denied:
             continue
         subject = _subject(pod.object) + (f" {pod.template}" if pod.template else "")
         lines.append(_line(pod.allowed, subject, pod.object, _reason(pod, pod.warnings)))
+        lines += _warning_lines(pod.warnings)
     for claim in report.claim_objects:
         if claim.allowed and only_denied:
             continue
         why = _first_line(claim.message) if not claim.allowed else _warned(claim.warnings)
         lines.append(_line(claim.allowed, _subject(claim.object), claim.object, why))
+        lines += _warning_lines(claim.warnings)
     if not only_denied:
         lines += [
             _columns("skipped", _subject(s.object), _where(s.object), s.reason)
@@ -89,6 +92,10 @@ def _reason(pod: PodEvaluation, warnings: tuple[str, ...]) -> str:
         if outcome.outcome == "fail" and outcome.messages:
             return _first_line(f"{outcome.rule}: {outcome.messages[0]}")
     return _first_line(pod.message)
+
+
+def _warning_lines(warnings: tuple[str, ...]) -> list[str]:
+    return [f"{INDENT}Warning: {warning}" for warning in warnings]
 
 
 def _warned(warnings: tuple[str, ...]) -> str:
