@@ -34,6 +34,7 @@ import pytest
 
 from .admission_fixtures import REPO
 from .conftest import E2E_MODE
+from .helm_cli import run_helm
 from .image import BuiltImage, ImageToolsMissing, ensure_image
 from .nodes import FLEET, POOL_LABEL, NodeSpec, Taint, register_node
 from .realnode.cluster import NODE_NAME, RealNodeCluster, node_prerequisites
@@ -106,20 +107,15 @@ class Release:
     def helm(
         self, *args: str, check: bool = True, timeout: float = 400
     ) -> subprocess.CompletedProcess[str]:
-        env = {
-            **os.environ,
-            "KUBECONFIG": str(self.cluster.kubeconfig),
-            "HELM_CACHE_HOME": str(self.home / "cache"),
-            "HELM_CONFIG_HOME": str(self.home / "config"),
-            "HELM_DATA_HOME": str(self.home / "data"),
-        }
-        result = subprocess.run(
-            [str(self.helm_binary), *args, "--namespace", NAMESPACE],
-            capture_output=True, text=True, timeout=timeout, env=env, check=False,
-        )  # fmt: skip
-        if check and result.returncode != 0:
-            raise AssertionError(f"helm {' '.join(args)} failed:\n{result.stderr}")
-        return result
+        return run_helm(
+            self.helm_binary,
+            self.cluster.kubeconfig,
+            self.home,
+            NAMESPACE,
+            *args,
+            check=check,
+            timeout=timeout,
+        )
 
     def replicas(self) -> list[dict[str, Any]]:
         return self.cluster.list_json(

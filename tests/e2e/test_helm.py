@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -39,6 +38,7 @@ from webhook.policy import load_default_policy
 from .admission_fixtures import REPO, example
 from .build_controlplane import pinned_helm_version
 from .controlplane import ControlPlane
+from .helm_cli import run_helm
 from .webhook_server import WEBHOOK_TIMEOUT_SECONDS, WebhookServer
 
 CHART = REPO / "deploy" / "helm" / "gpu-admission"
@@ -66,24 +66,9 @@ class Release:
     values: list[str] = field(default_factory=list)
 
     def helm(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        env = {
-            **os.environ,
-            "KUBECONFIG": str(self.controlplane.kubeconfig),
-            "HELM_CACHE_HOME": str(self.home / "cache"),
-            "HELM_CONFIG_HOME": str(self.home / "config"),
-            "HELM_DATA_HOME": str(self.home / "data"),
-        }
-        result = subprocess.run(
-            [str(self.helm_binary), *args, "--namespace", NAMESPACE],
-            capture_output=True,
-            text=True,
-            timeout=180,
-            env=env,
-            check=False,
+        return run_helm(
+            self.helm_binary, self.controlplane.kubeconfig, self.home, NAMESPACE, *args, check=check
         )
-        if check and result.returncode != 0:
-            raise AssertionError(f"helm {' '.join(args)} failed:\n{result.stderr}")
-        return result
 
     def secret(self, name: str) -> dict[str, bytes]:
         data = self.controlplane.get_json("secret", name, NAMESPACE)["data"]
