@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,3 +70,21 @@ def plain_namespace(
         yield name
     finally:
         controlplane.delete_namespace(name)
+
+
+def class_pod(name: str, label: str, gpus: int = 1) -> dict[str, Any]:
+    """A pod of the `inference` class under the workload label `label`, asking `gpus`."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {label: "inference"}},
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.example/app:1",
+                    "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+                }
+            ]
+        },
+    }

@@ -47,9 +47,6 @@ BASE_PACKAGES = ("ca-certificates", "python3", "python3-pip")
 # As the official slim image: what the packages need, not what they recommend
 # (python3-pip recommends a whole C toolchain).
 APT_OPTIONS = ('APT::Install-Recommends "false"',)
-# What the build context holds (the .dockerignore's allow-list) and leaves out.
-CONTEXT = ("Dockerfile", "pyproject.toml", "README.md", "webhook", "deploy/base")
-CONTEXT_EXCLUDED = ("__pycache__", "*.pyc", "*.key")
 # pip in the builder stage reaches the package index with the machine's trust store.
 MACHINE_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 
@@ -94,16 +91,31 @@ def _buildah(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]
     return result
 
 
+def _context_rules() -> tuple[list[str], list[str]]:
+    """What the build context holds and leaves out, as the .dockerignore says: it
+    excludes everything (`*`), allows paths back (`!webhook/`), then excludes patterns
+    at any depth (`**/__pycache__`); the Dockerfile itself is read too."""
+    allowed, excluded = ["Dockerfile"], []
+    lines = (REPOSITORY / ".dockerignore").read_text().splitlines()
+    for line in (line.strip() for line in lines):
+        if not line or line.startswith("#") or line == "*":
+            continue
+        if line.startswith("!"):
+            allowed.append(line[1:].strip("/"))
+        else:
+            excluded.append(line.removeprefix("**/"))
+    return allowed, excluded
+
+
 def _context_files() -> list[Path]:
+    allowed, excluded = _context_rules()
     files: list[Path] = []
-    for entry in CONTEXT:
+    for entry in allowed:
         path = REPOSITORY / entry
         candidates = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
         for candidate in candidates:
             parts = candidate.relative_to(REPOSITORY).parts
-            if any(
-                fnmatch.fnmatch(part, pattern) for part in parts for pattern in CONTEXT_EXCLUDED
-            ):
+            if any(fnmatch.fnmatch(part, pattern) for part in parts for pattern in excluded):
                 continue
             files.append(candidate)
     return files

@@ -33,6 +33,7 @@ import httpx
 import pytest
 
 from .admission_fixtures import REPO
+from .admission_fixtures import class_pod as gpu_class_pod
 from .conftest import E2E_MODE
 from .helm_cli import run_helm
 from .image import BuiltImage, ImageToolsMissing, ensure_image
@@ -79,21 +80,8 @@ def team_gpu_nodes() -> list[NodeSpec]:
     return nodes
 
 
-def class_pod(name: str, label: str = TEAM_LABEL, gpus: int = 1) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": {label: "inference"}},
-        "spec": {
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.example/app:1",
-                    "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
-                }
-            ]
-        },
-    }
+def class_pod(name: str, label: str = TEAM_LABEL) -> dict[str, Any]:
+    return gpu_class_pod(name, label)
 
 
 @dataclass

@@ -36,6 +36,7 @@ from webhook.install.configurations import Endpoint, render_webhook_configuratio
 from webhook.policy import load_default_policy
 
 from .admission_fixtures import REPO, example
+from .admission_fixtures import class_pod as gpu_class_pod
 from .build_controlplane import pinned_helm_version
 from .controlplane import ControlPlane
 from .helm_cli import run_helm
@@ -325,22 +326,7 @@ def helm_values(policy: Path, directory: Path) -> Path:
 
 
 def class_pod(name: str, label: str) -> str:
-    return json.dumps(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name, "labels": {label: "inference"}},
-            "spec": {
-                "containers": [
-                    {
-                        "name": "main",
-                        "image": "registry.example/app:1",
-                        "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                    }
-                ]
-            },
-        }
-    )
+    return json.dumps(gpu_class_pod(name, label))
 
 
 def test_a_policy_of_its_own_labels_is_installed_with_webhooks_that_select_its_pods(

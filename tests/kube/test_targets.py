@@ -6,16 +6,14 @@ the real paths, no cluster.
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from tests.json_server import json_server
 from webhook.engine.autoscalers import ScaleTarget
 from webhook.engine.templates import TemplateKind, template_kinds
 from webhook.kube.targets import fetch_scale_target
@@ -39,29 +37,12 @@ class Stub:
 def stub() -> Iterator[tuple[Stub, Any]]:
     state = Stub()
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            state.paths.append(self.path)
-            status, body = state.answers.get(self.path, (404, {"kind": "Status", "code": 404}))
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def answer(path: str) -> tuple[int, Any]:
+        state.paths.append(path)
+        return state.answers.get(path, (404, {"kind": "Status", "code": 404}))
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    configuration = client.Configuration(host=f"http://127.0.0.1:{server.server_address[1]}")
-    try:
-        yield state, client.ApiClient(configuration)
-    finally:
-        server.shutdown()
-        server.server_close()
+    with json_server(answer) as url:
+        yield state, client.ApiClient(client.Configuration(host=url))
 
 
 def target(api_version: str = "apps/v1", kind: str = "Deployment") -> ScaleTarget:

@@ -6,24 +6,13 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from tests.policy.edits import edited, line_of
 from webhook.errors import PolicyError, PolicyProblem
 from webhook.policy import load_policy_text
 from webhook.policy.contradictions import contradiction_problems, most_gpus_per_node
 from webhook.policy.load import default_policy_text
 
 SOURCE = "edited.yaml"
-
-
-def edited(*replacements: tuple[str, str]) -> str:
-    text = default_policy_text()
-    for old, new in replacements:
-        assert old in text, old
-        text = text.replace(old, new, 1)
-    return text
-
-
-def line_of(text: str, fragment: str) -> int:
-    return next(n for n, line in enumerate(text.splitlines(), start=1) if fragment in line)
 
 
 def the_problem_of(text: str) -> PolicyProblem:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.policy.edits import edited, line_of
 from webhook.engine import RULES
 from webhook.errors import PolicyError, PolicyProblem
 from webhook.policy import load_policy_text
@@ -17,19 +18,6 @@ def problems_of(text: str, rule_names: tuple[str, ...] | None = None) -> list[Po
     with pytest.raises(PolicyError) as raised:
         load_policy_text(text, SOURCE, rule_names=rule_names)
     return list(raised.value.problems)
-
-
-def line_of(text: str, fragment: str, occurrence: int = 0) -> int:
-    lines = [n for n, line in enumerate(text.splitlines(), start=1) if fragment in line]
-    return lines[occurrence]
-
-
-def edited(*replacements: tuple[str, str]) -> str:
-    text = default_policy_text()
-    for old, new in replacements:
-        assert old in text, old
-        text = text.replace(old, new, 1)
-    return text
 
 
 TWO_TYPOS = edited(

@@ -10,7 +10,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from webhook.policy.load import default_policy_text, format_location
+from tests.policy.edits import edited as edited_text
+from webhook.policy.load import format_location
 from webhook.policy.model import PolicySpec
 from webhook.policy.wording import worded
 
@@ -39,11 +40,7 @@ PYDANTIC_PHRASES = (
 
 
 def edited(*replacements: tuple[str, str]) -> dict[str, Any]:
-    text = default_policy_text()
-    for old, new in replacements:
-        assert old in text, old
-        text = text.replace(old, new, 1)
-    data: dict[str, Any] = yaml.safe_load(text)
+    data: dict[str, Any] = yaml.safe_load(edited_text(*replacements))
     return data
 
 

@@ -9,15 +9,15 @@ audit to choose its namespaces and list nothing; tests/e2e audits a real cluster
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from kubernetes import client
+
+from tests.json_server import json_server
 
 __all__ = ["ClusterStub", "cluster_stub"]
 
@@ -86,27 +86,11 @@ class ClusterStub:
 def cluster_stub(namespaces: Mapping[str, Mapping[str, str]]) -> Iterator[ClusterStub]:
     stub = ClusterStub(namespaces)
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            url = urlsplit(self.path)
-            stub.paths.append(url.path)
-            status, body = stub.answer(url.path, parse_qs(url.query))
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def answer(path: str) -> tuple[int, Any]:
+        url = urlsplit(path)
+        stub.paths.append(url.path)
+        return stub.answer(url.path, parse_qs(url.query))
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    stub.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with json_server(answer) as url:
+        stub.url = url
         yield stub
-    finally:
-        server.shutdown()
-        server.server_close()
