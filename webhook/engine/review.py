@@ -45,6 +45,7 @@ from webhook.engine.decision import (
 from webhook.engine.env_keys import env_keys_kind, judge_env_keys
 from webhook.engine.inventory import UNKNOWN, Inventory
 from webhook.engine.mutate import created_pod, isolate_ephemeral_containers, mutate_pod
+from webhook.engine.placement_answers import PlacementAnswers
 from webhook.engine.placement_index import PlacementIndex
 from webhook.engine.pod import PodView, read_pod
 from webhook.engine.pod_claims import (
@@ -81,6 +82,7 @@ class Engine:
         self.rules = rules
         self.kinds = template_kinds(policy)
         self.placement = PlacementIndex.of(policy)
+        self.answers = PlacementAnswers()
         self._seen: tuple[Inventory, CapacityNow] = (UNKNOWN, STATIC)
 
     def capacity(self, inventory: Inventory) -> CapacityNow:
@@ -199,7 +201,9 @@ class Engine:
         """What the rules find in the pod: its violations, each with the mode the policy
         gives its rule for the pod, and every rule's outcome."""
         resolved = pod_claims(self.policy, pod, claims, now.dra.classes_for(self.policy))
-        return self.rules.judge(RuleContext.of(self.policy, pod, now, self.placement, resolved))
+        return self.rules.judge(
+            RuleContext.of(self.policy, pod, now, self.placement, resolved, self.answers)
+        )
 
     def rule_outcomes(
         self, pod: PodView, now: CapacityNow = STATIC, claims: ClaimObjects = NO_CLAIMS

@@ -12,11 +12,14 @@ import enum
 from dataclasses import dataclass
 
 from webhook.engine.capacity_now import CapacityNow
+from webhook.engine.placement_answers import NoAnswers, PlacementAnswers
 from webhook.engine.placement_index import PlacementIndex
 from webhook.engine.pod import PodView
 from webhook.engine.pod_claims import NONE, PodClaims
 from webhook.engine.resources import pod_requests_gpu
 from webhook.policy.compiled import Policy, WorkloadClass
+
+NO_ANSWERS: PlacementAnswers = NoAnswers()
 
 
 class Standing(enum.Enum):
@@ -54,6 +57,8 @@ class RuleContext:
     """The policy's kinds of node, indexed: which ones the pod can possibly reach."""
     claims: PodClaims = NONE
     """Its claims (Dynamic Resource Allocation), resolved."""
+    answers: PlacementAnswers = NO_ANSWERS
+    """The engine's placement findings so far, by the fields they depend on."""
 
     @classmethod
     def of(
@@ -63,6 +68,7 @@ class RuleContext:
         now: CapacityNow,
         placement: PlacementIndex,
         claims: PodClaims = NONE,
+        answers: PlacementAnswers = NO_ANSWERS,
     ) -> RuleContext:
         label = pod.labels.get(policy.workload_label)
         workload = policy.classes.get(label) if label is not None else None
@@ -74,7 +80,7 @@ class RuleContext:
             standing = Standing.NO_CLASS_WITH_GPU
         else:
             standing = Standing.NO_CLASS_NO_GPU
-        return cls(policy, pod, label, workload, standing, now, placement, claims)
+        return cls(policy, pod, label, workload, standing, now, placement, claims, answers)
 
     @property
     def known_class(self) -> WorkloadClass:

@@ -37,6 +37,16 @@ UNKNOWN_POOL = ""
 
 
 def check_class_placement(context: RuleContext) -> list[Violation]:
+    """A class pod on the wrong pool or never on its own: worked out once per placement."""
+    return context.answers.find(class_placement_violations, context)
+
+
+def check_non_gpu_placement(context: RuleContext) -> list[Violation]:
+    """A pod with no GPU that could reach a GPU node: worked out once per placement."""
+    return context.answers.find(non_gpu_placement_violations, context)
+
+
+def class_placement_violations(context: RuleContext) -> list[Violation]:
     policy, pod, workload = context.policy, context.pod, context.known_class
     # Its own pools' nodes of other models or none: neither wrong nor what "never" counts.
     kinds = [
@@ -88,7 +98,7 @@ def check_model(context: RuleContext) -> list[Violation]:
     ]
 
 
-def check_non_gpu_placement(context: RuleContext) -> list[Violation]:
+def non_gpu_placement_violations(context: RuleContext) -> list[Violation]:
     policy = context.policy
     kinds = (*context.placement.candidates(context.pod), *context.now.gpu_node_kinds)
     reached = [r.kind for r in reach_of(policy, context.pod, kinds) if r.possibly]
