@@ -45,13 +45,13 @@ bench: $(STAMP)  ## engine throughput and latency (see BENCHMARKS.md)
 attack: $(STAMP)  ## one replica under slow, idle, stalled and huge clients, policy loops and floods, its audit running over tenant-sized objects: latency of others, memory (see BENCHMARKS.md)
 	$(BIN)/python -m benchmarks.attack --audit 100
 
-soak: $(STAMP)  ## one replica under 1,000,000 mixed reviews: memory, descriptors and threads after warm-up against the end; fails past 10% growth (see benchmarks/soak.py)
+soak: $(STAMP)  ## one replica under 1,000,000 mixed reviews: memory, descriptors and threads after warm-up against the end; fails past 10% growth (see benchmarks/soak/run.py)
 	$(BIN)/python -m benchmarks.soak
 
 bench-apiserver: $(STAMP)  ## pod CREATE throughput through a real kube-apiserver: none, ours, allow-python, allow-go, patch-floor, cel (see BENCHMARKS.md)
 	$(BIN)/python -m benchmarks.apiserver
 
-bench-service: $(STAMP)  ## one replica over HTTPS under a Go load generator: saturation, latency at 50% and 90% of it, CPU per review; ratios to a constant-allow server (see benchmarks/service.py)
+bench-service: $(STAMP)  ## one replica over HTTPS under a Go load generator: saturation, latency at 50% and 90% of it, CPU per review; ratios to a constant-allow server (see benchmarks/service/run.py)
 	$(BIN)/python -m benchmarks.service
 
 .PHONY: image
@@ -60,8 +60,12 @@ image: $(STAMP)  ## the service's image from the Dockerfile with buildah (a stan
 	$(BIN)/python -m tests.e2e.image
 
 .PHONY: bench-audit
-bench-audit: $(STAMP)  ## one replica's periodic audit under 40 and 100 tenant ReplicaSets of 1.2 MB: PSS before, at peak, after, against 256 MiB (see benchmarks/audit_memory.py)
-	$(BIN)/python -m benchmarks.audit_memory
+bench-audit: $(STAMP)  ## one replica's periodic audit under 40 and 100 tenant ReplicaSets of 1.2 MB: PSS before, at peak, after, against 256 MiB (see benchmarks/audit/run.py)
+	$(BIN)/python -m benchmarks.audit
+
+.PHONY: bench-scale
+bench-scale: $(STAMP)  ## one replica against 1,000, 2,500 and 5,000 GPU nodes labelled as GFD labels them, with their ResourceSlices: inventory sync time and memory, review p99 under 50 node changes/s, the audit of 20 pods a node (see benchmarks/scale/run.py)
+	$(BIN)/python -m benchmarks.scale
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

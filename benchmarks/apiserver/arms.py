@@ -5,9 +5,9 @@
 | `none` | no configuration | none |
 | `ours` | the shipped configurations | `python -m webhook.cli serve`, default policy |
 | `ours-cel-scope` | the same, pods' scope by CEL alone (no objectSelector) | the same `serve` |
-| `allow-python` | the same configurations | `benchmarks.apiserver_stub`: allowed, no patch |
-| `allow-go` | the same configurations | `benchmarks/allow_go`, Go net/http: allowed |
-| `patch-floor` | the same configurations | `benchmarks.apiserver_stub --patch`: our patch |
+| `allow-python` | the same configurations | `benchmarks.common.stub_webhook`: allowed, no patch |
+| `allow-go` | the same configurations | `benchmarks/apiserver/allow_go`, Go net/http: allowed |
+| `patch-floor` | the same configurations | `benchmarks.common.stub_webhook --patch`: our patch |
 | `cel` | MutatingAdmissionPolicy + ValidatingAdmissionPolicy | none |
 
 Every webhook arm registers what `render_webhook_configurations` renders for a URL
@@ -40,11 +40,12 @@ from typing import Any
 import orjson
 import yaml
 
-from benchmarks.apiserver_cel import policy_objects
-from benchmarks.apiserver_cluster import Api, wait_until
-from benchmarks.apiserver_load import benchmark_pod
-from benchmarks.apiserver_measure import WEBHOOK_FAMILY, children_matching, histogram_totals
-from benchmarks.go_program import build_go_program
+from benchmarks.apiserver.cel import policy_objects
+from benchmarks.apiserver.load import benchmark_pod
+from benchmarks.apiserver.metrics import WEBHOOK_FAMILY, histogram_totals
+from benchmarks.common.cluster import Api, wait_until
+from benchmarks.common.go_program import build_go_program
+from benchmarks.common.processes import children_matching
 from tests.e2e.ports import free_ports
 from tests.e2e.probes import http_ok
 from tests.e2e.processes import Component
@@ -63,8 +64,8 @@ from webhook.install.configurations import (
 )
 from webhook.policy import Policy
 
-REPOSITORY = Path(__file__).resolve().parents[1]
-GO_SOURCE = REPOSITORY / "benchmarks" / "allow_go"
+REPOSITORY = Path(__file__).resolve().parents[2]
+GO_SOURCE = Path(__file__).resolve().parent / "allow_go"
 PRIORITY_CLASSES = REPOSITORY / "deploy" / "base" / "priorityclasses.yaml"
 
 NONE, OURS, OURS_CEL_SCOPE, ALLOW_PYTHON, ALLOW_GO, PATCH_FLOOR, CEL = (
@@ -214,7 +215,7 @@ class Arms:
 
     def _start_stub(self, arm: str, extra: list[str]) -> None:
         port = free_ports(1)[0]
-        command = [sys.executable, "-m", "benchmarks.apiserver_stub", "--port", str(port)]
+        command = [sys.executable, "-m", "benchmarks.common.stub_webhook", "--port", str(port)]
         command += ["--tls-cert", str(self.ours.cert_path), "--tls-key", str(self.ours.key_path)]
         self._start(arm, [*command, *extra], port)
 

@@ -29,9 +29,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.apiserver_load import _Creator
-from benchmarks.apiserver_measure import tree_cpu_seconds
-from benchmarks.apiserver_report import markdown_table, number
+from benchmarks.apiserver.load import _Creator
+from benchmarks.common.processes import tree_cpu_seconds
+from benchmarks.common.report import markdown_table, number
 
 PROFILE_PATH = "/debug/pprof/profile"
 RAMP_SECONDS = 0.5

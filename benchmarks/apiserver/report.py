@@ -1,31 +1,18 @@
 """The results of `benchmarks.apiserver`: per-arm summaries and the markdown for BENCHMARKS.md.
 
-Pure functions of the windows measured (``Sample``) except ``machine()``.
+Pure functions of the windows measured (``Sample``).
 """
 
 from __future__ import annotations
 
-import datetime
 import math
-import os
-import platform
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-from benchmarks.apiserver_measure import ADMISSION_PLUGINS, Totals, mean, percentile, stdev
+from benchmarks.apiserver.metrics import ADMISSION_PLUGINS, Totals
+from benchmarks.common.report import markdown_table, mean, number, percentile, stdev
 
 CPU_PARTS = ("kube-apiserver", "etcd", "webhook", "client")
-
-
-def rotated(arms: Sequence[str], round_index: int) -> list[str]:
-    """The arm order of round ``round_index``: the list rotated left by that many places,
-    so that over ``len(arms)`` rounds every arm runs once in every position."""
-    if not arms:
-        return []
-    shift = round_index % len(arms)
-    return [*arms[shift:], *arms[:shift]]
 
 
 @dataclass
@@ -138,36 +125,6 @@ def summarize(samples: Sequence[Sample], arms: Sequence[str], floor: str = "none
 # ------------------------------------------------------------------ formatting
 
 
-def number(value: float | None, digits: int = 1) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    return f"{value:,.{digits}f}"
-
-
-def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A markdown table, columns padded to their widest cell; all but the first
-    column right-aligned."""
-    widths = [len(h) for h in headers]
-    for row in rows:
-        if len(row) != len(headers):
-            raise ValueError(f"row of {len(row)} cells under {len(headers)} headers: {row}")
-        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
-
-    def line(cells: Sequence[str]) -> str:
-        padded = [
-            cell.ljust(width) if i == 0 else cell.rjust(width)
-            for i, (cell, width) in enumerate(zip(cells, widths, strict=True))
-        ]
-        return "| " + " | ".join(padded) + " |"
-
-    rule = (
-        "|"
-        + "|".join("-" * (w + 2) if i == 0 else "-" * (w + 1) + ":" for i, w in enumerate(widths))
-        + "|"
-    )
-    return "\n".join([line(headers), rule, *(line(row) for row in rows)])
-
-
 def throughput_table(summaries: Sequence[Summary], webhook_names: Sequence[str]) -> str:
     headers = [
         "arm",
@@ -218,29 +175,3 @@ def plugin_table(summaries: Sequence[Summary]) -> str:
 def short_webhook(name: str) -> str:
     """``mutate.gpu-admission.io`` -> ``mutate``."""
     return name.split(".", 1)[0]
-
-
-# ------------------------------------------------------------------ the machine
-
-
-def cpu_model(cpuinfo: str) -> str:
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "model name":
-            return value.strip()
-    return platform.processor() or "unknown"
-
-
-def machine() -> dict[str, Any]:
-    try:
-        model = cpu_model(Path("/proc/cpuinfo").read_text())
-    except OSError:
-        model = "unknown"
-    return {
-        "nproc": len(os.sched_getaffinity(0)),
-        "cpu": model,
-        "python": platform.python_version(),
-        "kernel": platform.release(),
-        "load": os.getloadavg(),
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-    }

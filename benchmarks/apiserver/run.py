@@ -5,11 +5,11 @@
                                    [--profile DIR [--profile-seconds 10]]
 
 A control plane of the e2e harness (`tests/e2e`), etcd and kube-apiserver only (see
-`benchmarks.apiserver_cluster`), in a temporary directory. Each round creates
+`benchmarks.common.cluster`), in a temporary directory. Each round creates
 ``--pods`` pods per arm with ``--creators`` concurrent clients, the arms in an order
 rotated every round; an arm's pods go to a namespace of its own for that round (opted
 in with the policy's label), and are deleted after its window. The arms
-(`benchmarks.apiserver_arms`):
+(`benchmarks.apiserver.arms`):
 
 - `none`: no admission configuration, the floor;
 - `ours`: gpu-admission's webhooks as shipped, `serve` on the default policy;
@@ -17,11 +17,11 @@ in with the policy's label), and are deleted after its window. The arms
   alone (no objectSelector), as shipped before;
 - `allow-python`: the same configurations pointing at a server on the same stack
   (FastAPI, uvicorn, TLS) that allows everything unchanged;
-- `allow-go`: the same, at a Go net/http server (`benchmarks/allow_go`);
+- `allow-go`: the same, at a Go net/http server (`benchmarks/apiserver/allow_go`);
 - `patch-floor`: the same, at a server on our stack answering every pod with the
   patch our engine returns for it, worked out once;
 - `cel`: no webhook: a MutatingAdmissionPolicy and a ValidatingAdmissionPolicy doing a
-  comparable mutation and checks in CEL (`benchmarks.apiserver_cel`).
+  comparable mutation and checks in CEL (`benchmarks.apiserver.cel`).
 
 Before each window, kube-apiserver is switched to the arm and probed until the arm
 shows (`Arms.switch`), then every client creates its share of ``--warmup`` pods.
@@ -34,7 +34,7 @@ plugin). The report is a markdown table with the command, machine and date.
 With ``--profile DIR``, after the rounds, each arm in turn is switched to and loaded
 by the same creators while kube-apiserver profiles its own CPU (its pprof endpoint);
 ``DIR/<arm>.pprof`` is kept, and a second table splits kube-apiserver's CPU per pod
-into families of functions (`benchmarks.apiserver_profile`).
+into families of functions (`benchmarks.apiserver.profile`).
 """
 
 from __future__ import annotations
@@ -53,32 +53,20 @@ from typing import Any
 
 import orjson
 
-from benchmarks.apiserver_arms import ALLOW_GO, ARMS, CEL, NONE, OURS, PATCH_FLOOR, Arms
-from benchmarks.apiserver_cluster import Api, apiserver_only
-from benchmarks.apiserver_load import pod_bodies, run_window
-from benchmarks.apiserver_measure import (
-    AdmissionMetrics,
-    admission_delta,
-    admission_metrics,
-    percentile,
-    tree_cpu_seconds,
-)
-from benchmarks.apiserver_profile import (
+from benchmarks.apiserver.arms import ALLOW_GO, ARMS, CEL, NONE, OURS, PATCH_FLOOR, Arms
+from benchmarks.apiserver.load import pod_bodies, run_window
+from benchmarks.apiserver.metrics import AdmissionMetrics, admission_delta, admission_metrics
+from benchmarks.apiserver.profile import (
     MAX_PODS_PER_SECOND,
     Capture,
     breakdown,
     capture_profile,
     profile_report,
 )
-from benchmarks.apiserver_report import (
-    Sample,
-    Summary,
-    machine,
-    plugin_table,
-    rotated,
-    summarize,
-    throughput_table,
-)
+from benchmarks.apiserver.report import Sample, Summary, plugin_table, summarize, throughput_table
+from benchmarks.common.cluster import Api, apiserver_only
+from benchmarks.common.processes import tree_cpu_seconds
+from benchmarks.common.report import machine, percentile, rotated
 from tests.e2e.build_controlplane import ensure_binaries, pinned_kubernetes_version
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.webhook_server import WEBHOOK_TIMEOUT_SECONDS
@@ -95,7 +83,9 @@ def parse_arms(text: str) -> tuple[str, ...]:
 
 
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.apiserver", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--pods", type=int, default=300, help="pods per arm per round")
     parser.add_argument("--creators", type=int, default=16, help="concurrent clients")
@@ -260,7 +250,7 @@ def measure(args: argparse.Namespace, cluster: ControlPlane, api: Api, arms: Arm
 
 
 def profile(args: argparse.Namespace, cluster: ControlPlane, api: Api, arms: Arms) -> list[Capture]:
-    """A CPU profile of kube-apiserver under each arm's load (`benchmarks.apiserver_profile`)."""
+    """A CPU profile of kube-apiserver under each arm's load (`benchmarks.apiserver.profile`)."""
     args.profile.mkdir(parents=True, exist_ok=True)
     seconds = args.profile_seconds
     # Enough for the profile, the ramp before it and its reply's way back.

@@ -1,6 +1,6 @@
 """Where to judge the largest review: on the event loop, in a thread, or in a process.
 
-    python -m benchmarks.attack_offload [--reviews 2]
+    python -m benchmarks.attack.offload [--reviews 2]
 
 Judges the largest object the engine judges (`--reviews` times in a row, as
 decode + engine + encode) on an event loop while a ticker on that loop sleeps 2 ms at a
@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 
-from benchmarks.attack_payloads import largest_judged_deployment_review
+from benchmarks.attack.payloads import largest_judged_deployment_review
 from webhook.engine import Engine
 from webhook.engine.inventory import UNKNOWN
 from webhook.engine.request import MAX_VALUES
@@ -97,6 +97,8 @@ async def main(reviews: int) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.attack.offload", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--reviews", type=int, default=2)
     asyncio.run(main(parser.parse_args().reviews))

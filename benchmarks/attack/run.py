@@ -52,9 +52,9 @@ upper bound. Both are reported at start (after one largest review), at their pea
 `--settle` seconds after the last attacking connection closed.
 
 `--audit N` runs the replica's periodic audit meanwhile, as a replica in a cluster runs
-it: a control plane of etcd and kube-apiserver (``benchmarks.apiserver_cluster``) holds
+it: a control plane of etcd and kube-apiserver (``benchmarks.common.cluster``) holds
 an opted-in namespace of N ReplicaSets of zero replicas with a 1.2 MB environment value
-each (``benchmarks.audit_memory``), and the replica serves with `--kubeconfig` (its live
+each (``benchmarks.audit``), and the replica serves with `--kubeconfig` (its live
 inventory too) and `--audit-interval 10`; how many audits ran is read from its log.
 
 `--repository DIR` runs the server from another checkout (for figures of older code).
@@ -67,22 +67,17 @@ import asyncio
 import contextlib
 import multiprocessing
 import os
-import signal
-import socket
 import ssl
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.attack_clients import (
-    Connection,
-    Endpoint,
+from benchmarks.attack.clients import (
     Tally,
     flood,
     hold,
@@ -92,7 +87,7 @@ from benchmarks.attack_clients import (
     stalled_upload,
     tenant_addresses,
 )
-from benchmarks.attack_payloads import (
+from benchmarks.attack.payloads import (
     deployment_review,
     largest_deployment_review,
     largest_judged_deployment_review,
@@ -100,11 +95,20 @@ from benchmarks.attack_payloads import (
     policy_text,
     small_review,
 )
+from benchmarks.common.connection import Connection, Endpoint
+from benchmarks.common.replica import (
+    REPOSITORY,
+    MemorySampler,
+    Pki,
+    client_context,
+    free_port,
+    make_pki,
+    memory_mib,
+    stop_server,
+    wait_until_healthy,
+)
 from webhook.engine.request import MAX_VALUES
-from webhook.tls.files import write_key_pair
-from webhook.tls.pki import create_ca, issue_serving_certificate
 
-REPOSITORY = Path(__file__).resolve().parents[1]
 LIMIT_MIB = 384
 LARGEST_BODY = 7 * 1024 * 1024
 STALLED_DECLARED = int(6.5 * 1024 * 1024)
@@ -118,30 +122,6 @@ LARGEST_SOURCE, SAME_POLICY_SOURCE, NEW_POLICY_SOURCE, FLOOD_SOURCE = (
 
 
 # ------------------------------------------------------------------ the server
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-@dataclass
-class Pki:
-    ca: Path
-    cert: Path
-    key: Path
-
-
-def make_pki(directory: Path) -> Pki:
-    ca = create_ca("attack benchmark CA")
-    ca_cert, _ = write_key_pair(directory, "ca", ca)
-    issued = issue_serving_certificate(
-        ca, "localhost", dns_names=["localhost"], ip_addresses=["127.0.0.1"]
-    )
-    cert, key = write_key_pair(directory, "tls", issued)
-    return Pki(ca_cert, cert, key)
 
 
 def start_server(
@@ -168,54 +148,6 @@ def start_server(
         return subprocess.Popen(command, cwd=repository, env=env, stdout=out, stderr=out)
 
 
-def process_tree(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            parent = int(stat.rsplit(")", 1)[1].split()[1])
-            children.setdefault(parent, []).append(int(entry))
-    found, pending = [], [root]
-    while pending:
-        pid = pending.pop()
-        found.append(pid)
-        pending += children.get(pid, [])
-    return found
-
-
-def memory_mib(root: int, tree: bool = True) -> tuple[float, float]:
-    """Summed RSS and PSS of `root` and (with `tree`) its descendants."""
-    rss = pss = 0
-    for pid in process_tree(root) if tree else [root]:
-        try:
-            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-                if line.startswith("Rss:"):
-                    rss += int(line.split()[1])
-                elif line.startswith("Pss:"):
-                    pss += int(line.split()[1])
-        except OSError:
-            continue
-    return rss / 1024, pss / 1024
-
-
-class MemorySampler(threading.Thread):
-    def __init__(self, pid: int, interval: float = 0.1) -> None:
-        super().__init__(daemon=True)
-        self.pid, self.interval = pid, interval
-        self.peak = (0.0, 0.0)
-        self.peak_main = 0.0
-        self.stopped = threading.Event()
-
-    def run(self) -> None:
-        while not self.stopped.wait(self.interval):
-            rss, pss = memory_mib(self.pid)
-            self.peak = (max(self.peak[0], rss), max(self.peak[1], pss))
-            self.peak_main = max(self.peak_main, memory_mib(self.pid, tree=False)[1])
-
-
 # ------------------------------------------------------------------ the attacker
 
 
@@ -230,11 +162,6 @@ def largest(which: str) -> bytes:
 class AttackReport:
     tallies: dict[str, Tally] = field(default_factory=dict)
     large_seconds: list[float] = field(default_factory=list)
-
-
-def client_context(ca: Path) -> ssl.SSLContext:
-    context = ssl.create_default_context(cafile=str(ca))
-    return context
 
 
 async def review_large_repeatedly(
@@ -405,33 +332,6 @@ def server_counts(metrics_port: int) -> list[str]:
     return [line for line in text.splitlines() if line.startswith(wanted)]
 
 
-def stop_server(server: subprocess.Popen[bytes]) -> float:
-    """SIGTERM, then SIGKILL after 30 s; how long the server took to stop."""
-    stopping = time.monotonic()
-    server.send_signal(signal.SIGTERM)
-    try:
-        server.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
-    return time.monotonic() - stopping
-
-
-async def wait_until_healthy(port: int, ca: Path, server: subprocess.Popen[bytes]) -> None:
-    connection = Connection(Endpoint("127.0.0.1", port, client_context(ca)))
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(f"the server exited with {server.returncode}")
-        try:
-            if await connection.exchange("GET", "/healthz") == 200:
-                connection.close()
-                return
-        except (OSError, asyncio.IncompleteReadError, ssl.SSLError):
-            await asyncio.sleep(0.2)
-    raise SystemExit("the server did not become healthy")
-
-
 async def warm_up(port: int, ca: Path, body: bytes) -> float:
     """One largest review before measuring, so that start-up costs are not counted."""
     connection = Connection(Endpoint("127.0.0.1", port, client_context(ca)))
@@ -466,9 +366,9 @@ def audited_cluster(replica_sets: int, directory: Path) -> Iterator[tuple[str, .
     if not replica_sets:
         yield ()
         return
-    # Imported here: benchmarks.audit_memory imports this module for its measurements.
-    from benchmarks.apiserver_cluster import apiserver_only
-    from benchmarks.audit_memory import NAMESPACE, OPT_IN, fill
+    # Imported here: only --audit needs a control plane and the kubernetes client.
+    from benchmarks.audit.run import NAMESPACE, OPT_IN, fill
+    from benchmarks.common.cluster import apiserver_only
     from tests.e2e.build_controlplane import ensure_binaries
     from webhook.kube.client import api_client
 
@@ -486,7 +386,9 @@ def audited_cluster(replica_sets: int, directory: Path) -> Iterator[tuple[str, .
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.attack", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--slowloris", type=int, default=500)
     parser.add_argument("--idle", type=int, default=2000)

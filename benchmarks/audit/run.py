@@ -1,14 +1,14 @@
 """The periodic audit of one real `serve` replica under tenant-sized objects: its memory.
 
-    python -m benchmarks.audit_memory [--counts 40,100] [--value-bytes 1200000]
-                                      [--repository DIR] [--audit-interval 10]
+    python -m benchmarks.audit [--counts 40,100] [--value-bytes 1200000]
+                               [--repository DIR] [--audit-interval 10]
 
 Issue 22's finding: the audit ran inside each replica and read whole list pages, raw and
 parsed, so ReplicaSets of zero replicas carrying a 1.2 MB environment value each (as
 any tenant may store) took a replica from about 100 MiB past the chart's 256 MiB limit.
 
 A control plane of etcd and kube-apiserver only is started as the e2e harness starts
-it (``benchmarks.apiserver_cluster.apiserver_only``: no controller turns the ReplicaSets
+it (``benchmarks.common.cluster.apiserver_only``: no controller turns the ReplicaSets
 of zero replicas into anything). One opted-in namespace is filled, count after count
 of ``--counts``, with ReplicaSets of ``--value-bytes`` of value. For each count one
 replica is started (``python -m webhook.cli serve --kubeconfig ... --audit-interval``,
@@ -42,8 +42,8 @@ from typing import Any
 
 from kubernetes import client
 
-from benchmarks.apiserver_cluster import apiserver_only
-from benchmarks.attack import (
+from benchmarks.common.cluster import apiserver_only
+from benchmarks.common.replica import (
     MemorySampler,
     free_port,
     make_pki,
@@ -144,7 +144,9 @@ def measure_command(repository: Path, kubeconfig: Path, work: Path) -> tuple[flo
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.audit", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--counts", default="40,100", help="ReplicaSets, one run per count")
     parser.add_argument("--value-bytes", type=int, default=1_200_000)
     parser.add_argument("--audit-interval", type=int, default=10, help="seconds")

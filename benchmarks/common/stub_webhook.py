@@ -1,7 +1,7 @@
 """A webhook server on gpu-admission's stack that decides nothing: the `allow-python` and
 `patch-floor` arms of `benchmarks.apiserver`.
 
-    python -m benchmarks.apiserver_stub --port P --tls-cert C --tls-key K [--patch FILE]
+    python -m benchmarks.common.stub_webhook --port P --tls-cert C --tls-key K [--patch FILE]
 
 FastAPI routes under uvicorn with the settings `gpu-admission serve` gives it: the
 same TLS context (TLS 1.2 or later, AEAD suites), the guarded httptools protocol and

@@ -1,4 +1,4 @@
-"""How the engine's cost grows with pod and policy size: `python -m benchmarks.engine_growth`.
+"""How the engine's cost grows with pod and policy size: `python -m benchmarks.engine.growth`.
 
 Also the last section of `python -m benchmarks.engine` (`--no-growth` leaves it out,
 `--growth-only` prints only it).
@@ -35,7 +35,8 @@ from typing import Any
 
 import yaml
 
-from benchmarks.engine import (
+from benchmarks.common.report import this_cpu_model
+from benchmarks.engine.run import (
     JOB_NAME,
     WORKLOAD,
     Pod,
@@ -44,7 +45,6 @@ from benchmarks.engine import (
     _pod,
     _request,
     _review_body,
-    cpu_model,
     percentile,
     pin_to_one_core,
 )
@@ -407,7 +407,7 @@ def print_growth(cases: Sequence[GrowthCase], rows: Sequence[GrowthRow], rounds:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.engine_growth", description=__doc__.split("\n\n")[0]
+        prog="python -m benchmarks.engine.growth", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--rounds", type=int, default=2_000, help="rounds over all cases")
     parser.add_argument("--warmup", type=int, default=200, help="rounds before measuring")
@@ -416,7 +416,7 @@ def main(argv: list[str] | None = None) -> None:
     pinned = pin_to_one_core(args.cpu)
     cases, rows = run_growth(args.rounds, args.warmup)
     load = ", ".join(f"{n:.2f}" for n in os.getloadavg())
-    print(f"gpu-admission engine growth: {cpu_model()}, {pinned}, load average {load}")
+    print(f"gpu-admission engine growth: {this_cpu_model()}, {pinned}, load average {load}")
     print(f"Python {platform.python_version()} ({platform.python_implementation()})")
     print_growth(cases, rows, args.rounds)
 

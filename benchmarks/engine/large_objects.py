@@ -1,4 +1,4 @@
-"""The largest objects the service accepts, judged: `python -m benchmarks.large_objects`.
+"""The largest objects the service accepts, judged: `python -m benchmarks.engine.large_objects`.
 
 kube-apiserver caps a request body at 3 MiB, but it sends us the object after
 defaulting (every container gains its terminationMessagePath, imagePullPolicy and
@@ -235,7 +235,9 @@ def reply(engine: Engine, case: Case) -> tuple[float, float, str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.large_objects", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.engine.large_objects", description=__doc__
+    )
     parser.add_argument("--rounds", type=int, default=5, help="replies timed per row")
     args = parser.parse_args(argv)
 

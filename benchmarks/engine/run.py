@@ -8,12 +8,14 @@ patch, the HTTP edge builds the request). The pod kinds are interleaved.
 
 Baselines measured in the same run: the orjson decode + encode of the two
 AdmissionReview bodies of one review, and a no-op review (mutate + validate of
-a ConfigMap, which the engine passes untouched). Then the full FastAPI app
+a ConfigMap, which the engine passes untouched). Per pod kind, the engine against the
+orjson round trip of that kind's own two bodies (target: at most 2.5x), and the DRA
+pod against the device-plugin inference pod (target: at most 1.5x). Then the full FastAPI app
 in-process through httpx.ASGITransport (includes the httpx client; `--no-http`
 skips it). `--profile` prints the cProfile hotspots of the engine loop.
 
 Last, how the cost grows with the pod (1, 10, 100 containers) and with the policy
-(2, 20, 200 pools and classes): `benchmarks.engine_growth`. `--no-growth` leaves that
+(2, 20, 200 pools and classes): `benchmarks.engine.growth`. `--no-growth` leaves that
 section out, `--growth-only` prints only it.
 """
 
@@ -37,6 +39,7 @@ from typing import Any
 import jsonpatch
 import orjson
 
+from benchmarks.common.report import markdown_table, this_cpu_model
 from webhook.engine import AdmissionRequest, Decision, Engine
 from webhook.engine.capacity_now import capacity_now
 from webhook.engine.claims import TEMPLATE, ClaimSource
@@ -55,6 +58,12 @@ from webhook.policy.load import default_policy_text, load_default_policy
 
 TARGET_REVIEWS_PER_SECOND = 20_000
 TARGET_P99_US = 200.0
+TARGET_PER_KIND_OVER_ORJSON = 2.5
+"""Each pod kind's review at most this many times the orjson loads+dumps of its own two bodies."""
+TARGET_DRA_OVER_INFERENCE = 1.5
+"""The DRA pod's review at most this many times the device-plugin inference pod's."""
+INFERENCE_KIND = "inference (label + GPU limit)"
+DRA_KIND = "DRA inference (ResourceClaimTemplate)"
 
 WORKLOAD = "gpu-admission.io/workload"
 GPU_MODEL = "gpu-admission.io/gpu-model"
@@ -322,10 +331,10 @@ class Case:
 
 def cases(engine: Engine) -> list[Case]:
     pods = {
-        "inference (label + GPU limit)": (inference_pod(), True, True, NO_CLAIMS),
+        INFERENCE_KIND: (inference_pod(), True, True, NO_CLAIMS),
         "training job (8 GPUs + sidecar)": (training_pod(), True, True, NO_CLAIMS),
         "MIG inference": (mig_pod(), True, True, NO_CLAIMS),
-        "DRA inference (ResourceClaimTemplate)": (dra_pod(), True, True, dra_claims()),
+        DRA_KIND: (dra_pod(), True, True, dra_claims()),
         "denied": (denied_pod(), False, True, NO_CLAIMS),
         "CPU pod, no labels": (cpu_pod(), True, False, NO_CLAIMS),
         "already mutated": (already_mutated_pod(engine), True, False, NO_CLAIMS),
@@ -542,15 +551,46 @@ def table(rows: Iterable[Row]) -> str:
     return "\n".join(out)
 
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+def per_kind_orjson(names: list[str], baseline_json: list[int]) -> dict[str, list[int]]:
+    """The orjson samples of each kind's own two bodies: `measure_orjson` takes the kinds
+    in turn, round after round, so sample i is of kind i mod the number of kinds."""
+    return {name: baseline_json[index :: len(names)] for index, name in enumerate(names)}
+
+
+def kind_ratios(samples: dict[str, list[int]], baseline_json: list[int]) -> str:
+    """Per pod kind, the engine's mean against the orjson round trip of that kind's own two
+    bodies, and the DRA pod against the device-plugin inference pod, each to its target."""
+    orjson_of = per_kind_orjson(list(samples), baseline_json)
+    engine_mean = {name: Row.of(name, s).mean for name, s in samples.items()}
+    orjson_mean = {name: Row.of(name, s).mean for name, s in orjson_of.items()}
+    ratio = {name: engine_mean[name] / orjson_mean[name] for name in samples}
+    over = [name for name in samples if ratio[name] > TARGET_PER_KIND_OVER_ORJSON]
+    rows = [
+        (
+            name,
+            f"{engine_mean[name]:.1f}",
+            f"{orjson_mean[name]:.1f}",
+            f"{ratio[name]:.2f}x",
+            "MISSED" if name in over else "met",
+        )
+        for name in samples
+    ]
+    headers = ("pod kind", "engine mean µs", "orjson mean µs", "engine / orjson", "target")
+    lines = [
+        "per pod kind, the engine against the orjson loads+dumps of that kind's own two bodies:",
+        markdown_table(headers, rows),
+        f"target each kind <= {TARGET_PER_KIND_OVER_ORJSON:g}x its own orjson round trip: "
+        + ("met" if not over else f"MISSED ({len(over)} of {len(samples)} kinds over it)"),
+    ]
+    if DRA_KIND in engine_mean and INFERENCE_KIND in engine_mean:
+        dra, inference = engine_mean[DRA_KIND], engine_mean[INFERENCE_KIND]
+        met = dra / inference <= TARGET_DRA_OVER_INFERENCE
+        lines.append(
+            f"DRA pod / device-plugin inference pod: {dra / inference:.2f}x the mean time "
+            f"({dra:.1f} µs vs {inference:.1f} µs per review); "
+            f"target <= {TARGET_DRA_OVER_INFERENCE:g}x: {'met' if met else 'MISSED'}"
+        )
+    return "\n".join(lines)
 
 
 def pin_to_one_core(core: int | None) -> str:
@@ -597,7 +637,7 @@ def main(argv: list[str] | None = None) -> None:
     pinned = pin_to_one_core(args.cpu)
     if args.growth_only:
         load = ", ".join(f"{n:.2f}" for n in os.getloadavg())
-        print(f"gpu-admission engine benchmark: {cpu_model()}, {pinned}, load average {load}")
+        print(f"gpu-admission engine benchmark: {this_cpu_model()}, {pinned}, load average {load}")
         print(f"Python {platform.python_version()} ({platform.python_implementation()})\n")
         growth(args.growth_rounds, args.growth_warmup)
         return
@@ -641,7 +681,7 @@ def main(argv: list[str] | None = None) -> None:
 
     sizes = [len(b) for c in all_cases for b in (c.mutate_body, c.validate_body)]
     load = ", ".join(f"{n:.2f}" for n in os.getloadavg())
-    print(f"gpu-admission engine benchmark: {cpu_model()}, {pinned}, load average {load}")
+    print(f"gpu-admission engine benchmark: {this_cpu_model()}, {pinned}, load average {load}")
     print(
         f"Python {platform.python_version()} ({platform.python_implementation()}), "
         f"{args.rounds:,} rounds x {len(all_cases)} pod kinds, {args.warmup:,} warm-up rounds, "
@@ -659,6 +699,8 @@ def main(argv: list[str] | None = None) -> None:
         f"{'met' if met else 'MISSED'} ({overall.per_second:,.0f} reviews/s, "
         f"p99 {overall.p99:.1f} µs)"
     )
+    print()
+    print(kind_ratios(samples, baseline_json))
     if not args.no_growth:
         print()
         growth(args.growth_rounds, args.growth_warmup)
@@ -668,7 +710,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def growth(rounds: int, warmup: int) -> None:
     """The growth section; imported here, as it builds on this module's pods."""
-    from benchmarks.engine_growth import print_growth, run_growth
+    from benchmarks.engine.growth import print_growth, run_growth
 
     cases, rows = run_growth(rounds, warmup)
     print_growth(cases, rows, rounds)

@@ -1,6 +1,6 @@
 """Run a module under cProfile and write its statistics however it ends.
 
-`python -m benchmarks.cprofile_run OUT MODULE [ARG ...]`. `python -m cProfile` writes
+`python -m benchmarks.service.cprofile_run OUT MODULE [ARG ...]`. `python -m cProfile` writes
 nothing when the program ends by a signal, and uvicorn re-raises the SIGTERM it
 handled once it has shut down; here SIGTERM raises SystemExit instead, so the
 statistics are written to OUT after a graceful stop.

@@ -1,5 +1,5 @@
-"""The load generator of `benchmarks.service`: the Go program in `benchmarks/loadgen`,
-built once per version of its source into the cache (as `benchmarks/allow_go` is),
+"""The load generator of `benchmarks.service`: the Go program in `benchmarks/service/loadgen`,
+built once per version of its source into the cache (as `benchmarks/apiserver/allow_go` is),
 run pinned to its cores in step with the driver (`measure`: the server's CPU time is
 read right before and after the measured window), its JSON report parsed into a
 `LoadResult`."""
@@ -15,8 +15,8 @@ from typing import IO, Any
 
 import orjson
 
-from benchmarks.apiserver_measure import tree_cpu_seconds
-from benchmarks.go_program import build_go_program
+from benchmarks.common.go_program import build_go_program
+from benchmarks.common.processes import tree_cpu_seconds
 
 SOURCE = Path(__file__).resolve().parent / "loadgen"
 PERCENTILES = ("p50", "p90", "p99", "p99.9", "max")

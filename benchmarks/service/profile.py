@@ -1,6 +1,6 @@
 """Where one replica's CPU goes per review under saturation, by family of code.
 
-`python -m benchmarks.service_profile` starts `serve` on the default policy, and the
+`python -m benchmarks.service.profile` starts `serve` on the default policy, and the
 constant-allow app on the same stack, each under cProfile and pinned to one core as
 `benchmarks.service` does, drives /mutate and then /validate of one server at a time
 with the compiled load generator in a closed loop, then stops them so that cProfile
@@ -25,8 +25,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.attack import Pki, free_port, make_pki, wait_until_healthy
-from benchmarks.service import (
+from benchmarks.common.replica import Pki, free_port, make_pki, wait_until_healthy
+from benchmarks.service.bodies import expected_markers
+from benchmarks.service.load_generator import build_loadgen, loadgen_command, measure
+from benchmarks.service.report import FLOOR, OURS
+from benchmarks.service.run import (
     TIMEOUT_QUERY,
     UIDS,
     bodies,
@@ -35,9 +38,6 @@ from benchmarks.service import (
     start_pinned,
     stop,
 )
-from benchmarks.service_bodies import expected_markers
-from benchmarks.service_loadgen import build_loadgen, loadgen_command, measure
-from benchmarks.service_report import FLOOR, OURS
 
 # (family, substrings of a function's "file:name"); the first family with a match takes
 # the function's own time.
@@ -82,8 +82,8 @@ def shares_of(stats_file: Path) -> dict[str, float]:
 
 def profiled(command: list[str], stats_file: Path) -> list[str]:
     """`command` (python -m MODULE ...) run under cProfile, writing `stats_file` when it
-    stops (``benchmarks.cprofile_run``)."""
-    return [command[0], "-m", "benchmarks.cprofile_run", str(stats_file), *command[2:]]
+    stops (``benchmarks.service.cprofile_run``)."""
+    return [command[0], "-m", "benchmarks.service.cprofile_run", str(stats_file), *command[2:]]
 
 
 def profile_one(
@@ -131,7 +131,9 @@ def table(profiles: list[Profile]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.service.profile", description=(__doc__ or "").splitlines()[0]
+    )
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument(
         "--stats-dir", type=Path, help="keep the cProfile statistics of each row here"

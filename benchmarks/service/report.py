@@ -8,9 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from benchmarks.apiserver_measure import percentile
-from benchmarks.apiserver_report import markdown_table, number
-from benchmarks.service_loadgen import LoadResult
+from benchmarks.common.report import markdown_table, number, percentile
+from benchmarks.service.load_generator import LoadResult
 
 OURS = "ours"
 FLOOR = "constant-allow"

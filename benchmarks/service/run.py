@@ -9,15 +9,15 @@ children with it; `--server-core`, default the last core this process may use):
 - `ours`: a real replica, `python -m webhook.cli serve` on the embedded default policy,
   with a test CA's serving certificate and `--metrics-port 0`, as `benchmarks.attack`
   starts it;
-- `constant-allow`: `benchmarks.apiserver_stub`, FastAPI under uvicorn with the settings
+- `constant-allow`: `benchmarks.common.stub_webhook`, FastAPI under uvicorn with the settings
   `serve` gives it, which decodes each review for its uid and allows it: the floor of
   this stack, measured in the same run.
 
-The load generator (`benchmarks/loadgen`, Go, built once into the cache) runs on the
+The load generator (`benchmarks/service/loadgen`, Go, built once into the cache) runs on the
 other cores. It posts one AdmissionReview again and again over kept-alive HTTP/1.1
 connections, as kube-apiserver does, and checks that every reply is a 200 holding the
 review's uid and `"allowed":true` (and, from ours on /mutate, a JSONPatch). The bodies
-are those kube-apiserver sends for a pod of a Deployment (`benchmarks.service_bodies`):
+are those kube-apiserver sends for a pod of a Deployment (`benchmarks.service.bodies`):
 to `/mutate` the pod as created, to `/validate` the pod with the patch of our own
 `/mutate` reply applied.
 
@@ -55,9 +55,9 @@ from typing import Any
 
 import orjson
 
-from benchmarks.apiserver_report import machine, rotated
-from benchmarks.attack import Pki, free_port, make_pki, wait_until_healthy
-from benchmarks.service_bodies import (
+from benchmarks.common.replica import Pki, free_port, make_pki, wait_until_healthy
+from benchmarks.common.report import machine, rotated
+from benchmarks.service.bodies import (
     MUTATE_UID,
     VALIDATE_UID,
     expected_markers,
@@ -65,8 +65,8 @@ from benchmarks.service_bodies import (
     patch_of,
     validate_body,
 )
-from benchmarks.service_loadgen import build_loadgen, loadgen_command, measure
-from benchmarks.service_report import (
+from benchmarks.service.load_generator import build_loadgen, loadgen_command, measure
+from benchmarks.service.report import (
     FLOOR,
     FRACTIONS,
     OURS,
@@ -80,7 +80,7 @@ from benchmarks.service_report import (
     summarize,
 )
 
-REPOSITORY = Path(__file__).resolve().parents[1]
+REPOSITORY = Path(__file__).resolve().parents[2]
 TIMEOUT_QUERY = "?timeout=10s"
 """kube-apiserver appends the webhook's timeout to the URL it calls."""
 OPEN_LOOP_DRAIN = 5.0
@@ -91,7 +91,9 @@ def log(message: str) -> None:
 
 
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.service", description=(__doc__ or "").split("\n\n")[0]
+    )
     parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per run")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", type=int, default=16)
@@ -148,7 +150,7 @@ def server_commands(pki: Pki, ports: dict[str, int]) -> dict[str, list[str]]:
         FLOOR: [
             sys.executable,
             "-m",
-            "benchmarks.apiserver_stub",
+            "benchmarks.common.stub_webhook",
             "--port",
             str(ports[FLOOR]),
             *tls,
@@ -295,7 +297,8 @@ def report(
         f"- bodies: /mutate {sizes['/mutate']:,} bytes (a Deployment's pod as created), "
         f"/validate {sizes['/validate']:,} bytes (the pod with ours' patch applied)",
         f"- both servers pinned to CPU {server_core} (children included); the load "
-        f"generator (Go, `benchmarks/loadgen`) on CPU {','.join(map(str, sorted(client_cores)))},"
+        "generator (Go, `benchmarks/service/loadgen`) on CPU "
+        f"{','.join(map(str, sorted(client_cores)))},"
         f" at most {client_share:.0%} of a core",
         f"- machine: {at_start['nproc']} CPUs, {at_start['cpu']}, Linux {at_start['kernel']}, "
         f"Python {at_start['python']}; {at_start['date']}",

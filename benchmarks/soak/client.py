@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from benchmarks.soak_payloads import Payload, request_uid, schedule, with_uid
+from benchmarks.soak.payloads import Payload, request_uid, schedule, with_uid
 
 BARRIER_SECONDS = 600.0
 HEADERS = {"content-type": "application/json", "accept": "application/json"}

@@ -15,7 +15,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.engine import (
+from benchmarks.engine.growth import class_pod
+from benchmarks.engine.run import (
     WORKLOAD,
     _apply,
     _pod,
@@ -27,7 +28,6 @@ from benchmarks.engine import (
     mig_pod,
     training_pod,
 )
-from benchmarks.engine_growth import class_pod
 from webhook.engine import AdmissionRequest, Engine
 from webhook.policy import load_default_policy
 

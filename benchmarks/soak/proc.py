@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.attack import process_tree
+from benchmarks.common.replica import process_tree
 
 GROWTH_LIMIT_PERCENT = 10.0
 

@@ -6,7 +6,7 @@
 One replica is started as `benchmarks.attack` starts it (`python -m webhook.cli serve`,
 a test CA, the embedded policy, `--metrics-port 0`). `--clients` processes each keep one
 HTTPS connection alive (http.client) and post reviews one after another, in a fixed mix
-(`benchmarks.soak_payloads`): /mutate of class pods and /validate of the mutated pods,
+(`benchmarks.soak.payloads`): /mutate of class pods and /validate of the mutated pods,
 pods without a class, denials, reinvocations, malformed pods, bodies that are not JSON
 or not AdmissionReviews, and one large pod in a hundred (46 to 52 KiB, over the 32 KiB
 judged on the event loop, so the review worker process judges it). Every request has a
@@ -42,11 +42,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.attack import REPOSITORY, free_port, make_pki, stop_server, wait_until_healthy
-from benchmarks.engine import cpu_model
-from benchmarks.soak_client import ClientArgs, ClientReport, phase_seconds, run_client, split
-from benchmarks.soak_payloads import Payload, payloads
-from benchmarks.soak_proc import (
+from benchmarks.common.replica import (
+    REPOSITORY,
+    free_port,
+    make_pki,
+    stop_server,
+    wait_until_healthy,
+)
+from benchmarks.common.report import this_cpu_model
+from benchmarks.soak.client import ClientArgs, ClientReport, phase_seconds, run_client, split
+from benchmarks.soak.payloads import Payload, payloads
+from benchmarks.soak.proc import (
     GROWTH_LIMIT_PERCENT,
     Sample,
     changes,
@@ -256,7 +262,7 @@ def kinds_table(mix: Sequence[Payload], reports: Sequence[ClientReport]) -> str:
 def machine() -> str:
     load = ", ".join(f"{n:.2f}" for n in os.getloadavg())
     return (
-        f"{cpu_model()}, {os.cpu_count()} CPUs, Linux {platform.release()}, Python "
+        f"{this_cpu_model()}, {os.cpu_count()} CPUs, Linux {platform.release()}, Python "
         f"{platform.python_version()}; load average {load}"
     )
 

@@ -10,21 +10,16 @@ import math
 import orjson
 import pytest
 
-from benchmarks.apiserver_cel import cel_literal, cel_string, json_patch, policy_objects
-from benchmarks.apiserver_load import benchmark_pod, pod_bodies
-from benchmarks.apiserver_measure import (
+from benchmarks.apiserver.cel import cel_literal, cel_string, json_patch, policy_objects
+from benchmarks.apiserver.load import benchmark_pod, pod_bodies
+from benchmarks.apiserver.metrics import (
     WEBHOOK_FAMILY,
     Totals,
     admission_delta,
     admission_metrics,
     histogram_totals,
-    parse_stat,
-    percentile,
-    stdev,
-    tree,
-    tree_ticks,
 )
-from benchmarks.apiserver_profile import (
+from benchmarks.apiserver.profile import (
     FAMILIES,
     OTHER,
     Capture,
@@ -37,16 +32,10 @@ from benchmarks.apiserver_profile import (
     profile_report,
     profile_table,
 )
-from benchmarks.apiserver_report import (
-    Sample,
-    cpu_model,
-    markdown_table,
-    number,
-    rotated,
-    summarize,
-    throughput_table,
-)
-from benchmarks.apiserver_stub import reply_parts
+from benchmarks.apiserver.report import Sample, summarize, throughput_table
+from benchmarks.common.processes import parse_stat, tree, tree_ticks
+from benchmarks.common.report import cpu_model, markdown_table, number, percentile, rotated, stdev
+from benchmarks.common.stub_webhook import reply_parts
 from webhook.policy import load_default_policy
 
 ARMS = ["none", "ours", "allow-python", "allow-go", "patch-floor", "cel"]

@@ -1,4 +1,4 @@
-"""The pure helpers of `benchmarks.engine_growth`: the generated policies, the pods of
+"""The pure helpers of `benchmarks.engine.growth`: the generated policies, the pods of
 several containers, and the growth factors. Nothing here times anything."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import cast
 
 import pytest
 
-from benchmarks.engine_growth import (
+from benchmarks.engine.growth import (
     GrowthCase,
     GrowthRow,
     GrowthSamples,

@@ -13,9 +13,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from benchmarks.apiserver_stub import reply_parts
-from benchmarks.service import choose_cores, planned_seconds
-from benchmarks.service_bodies import (
+from benchmarks.common.stub_webhook import reply_parts
+from benchmarks.service.bodies import (
     MUTATE_UID,
     VALIDATE_UID,
     deployment_pod,
@@ -24,8 +23,8 @@ from benchmarks.service_bodies import (
     patch_of,
     validate_body,
 )
-from benchmarks.service_loadgen import LoadResult, loadgen_command, parse_result
-from benchmarks.service_report import (
+from benchmarks.service.load_generator import LoadResult, loadgen_command, parse_result
+from benchmarks.service.report import (
     FLOOR,
     OURS,
     SATURATION,
@@ -35,6 +34,7 @@ from benchmarks.service_report import (
     results_table,
     summarize,
 )
+from benchmarks.service.run import choose_cores, planned_seconds
 from webhook.engine import Engine
 from webhook.http.review import parse_review, to_engine_request
 

@@ -10,9 +10,8 @@ from collections import Counter
 import orjson
 import pytest
 
-from benchmarks.soak import kinds_table, milestones, percentile
-from benchmarks.soak_client import ClientReport, check_reply, phase_seconds, split
-from benchmarks.soak_payloads import (
+from benchmarks.soak.client import ClientReport, check_reply, phase_seconds, split
+from benchmarks.soak.payloads import (
     UID_PLACEHOLDER,
     Payload,
     payloads,
@@ -20,7 +19,7 @@ from benchmarks.soak_payloads import (
     schedule,
     with_uid,
 )
-from benchmarks.soak_proc import (
+from benchmarks.soak.proc import (
     ProcessFigures,
     Sample,
     changes,
@@ -33,6 +32,7 @@ from benchmarks.soak_proc import (
     read_tree,
     sample_table,
 )
+from benchmarks.soak.run import kinds_table, milestones, percentile
 from webhook.http.app import INLINE_BODY_BYTES
 
 SMAPS_ROLLUP = """\

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 from hypothesis import strategies as st
 
-from benchmarks.engine import cpu_pod, denied_pod, inference_pod, mig_pod, training_pod
+from benchmarks.engine.run import cpu_pod, denied_pod, inference_pod, mig_pod, training_pod
 from tests.builders import claiming_pod, container, pod
 from tests.engine.test_properties import json_values, pods
 

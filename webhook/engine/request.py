@@ -29,7 +29,7 @@ MAX_VALUES = 100_000
 The engine's work grows with the containers, resources, env entries, tolerations,
 terms and values it reads, about 5 to 15 µs each across the rules; at 100,000 the
 slowest shapes found (a Deployment of 14,000 containers, a pod of 100,000 MIG
-resources) are judged in 0.3 to 0.8 s on one shared core (benchmarks/large_objects.py),
+resources) are judged in 0.3 to 0.8 s on one shared core (benchmarks/engine/large_objects.py),
 inside the webhooks' 3 s timeout, while a 7 MiB body is refused in tens of milliseconds.
 Real objects hold hundreds of values, some thousands with long env lists and
 managedFields; etcd's 1.5 MiB object limit holds about 100,000 short values at most.

@@ -3,7 +3,7 @@
 A review of a 7 MB Deployment keeps the engine busy for seconds. On the event loop it
 would hold up every other review and ``/healthz``; in a thread it still would, in part,
 because the engine is pure Python and holds the GIL. Measured (``python -m
-benchmarks.attack_offload``; BENCHMARKS.md) with the issue's 7 MB Deployment judged twice
+benchmarks.attack.offload``; BENCHMARKS.md) with the issue's 7 MB Deployment judged twice
 in a row by the engine of the time (2.6 s each), the event loop's lag was p99 70 ms and
 max 107 ms with a worker thread (30 / 138 ms with a 1 ms switch interval), and p99
 3.4 ms, max 8.5 ms with a worker process. Decoding 7 MB of JSON and the collector's

@@ -1,3 +1,3 @@
-module gpu-admission.example/benchmarks/allow_go
+module gpu-admission.example/benchmarks/apiserver/allow_go
 
 go 1.26

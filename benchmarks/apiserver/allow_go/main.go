@@ -1,4 +1,4 @@
-// Command allow_go is the `allow-go` arm of benchmarks/apiserver.py: a webhook server
+// Command allow_go is the `allow-go` arm of benchmarks/apiserver/run.py: a webhook server
 // on Go's standard library that admits every review unchanged.
 //
 //	allow_go -addr 127.0.0.1:PORT -cert tls.crt -key tls.key [-http1]

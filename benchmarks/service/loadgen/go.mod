@@ -1,3 +1,3 @@
-module gpu-admission.example/benchmarks/loadgen
+module gpu-admission.example/benchmarks/service/loadgen
 
 go 1.26

@@ -1,5 +1,5 @@
 // Command loadgen posts one fixed body to an HTTPS URL over kept-alive connections and
-// prints what it saw as JSON: benchmarks/service.py drives it.
+// prints what it saw as JSON: benchmarks/service/run.py drives it.
 //
 //	loadgen -url https://127.0.0.1:PORT/mutate?timeout=10s -body review.json -ca ca.crt
 //	        [-c 16] [-rate 0] [-duration 10s] [-warmup 1s] [-h2]

@@ -1,0 +1,1 @@
+"""The periodic audit of one replica under tenant-sized ReplicaSets: its memory (`run`)."""
