@@ -1,0 +1,3 @@
+from benchmarks.scale.run import main
+
+main()
