@@ -244,11 +244,14 @@ def dra_claims() -> ClaimObjects:
     return ClaimObjects(found={ClaimSource(TEMPLATE, DRA_TEMPLATE): template})
 
 
-def bench_policy() -> Policy:
+def bench_policy_text() -> str:
     """The default policy with the inference pool moving to DRA (gpusThrough: both), so
     device-plugin and DRA pods are judged by one policy, as during a migration."""
-    text = default_policy_text().replace("gpusThrough: devicePlugin", "gpusThrough: both", 1)
-    return load_policy_text(text, "bench.yaml")
+    return default_policy_text().replace("gpusThrough: devicePlugin", "gpusThrough: both", 1)
+
+
+def bench_policy() -> Policy:
+    return load_policy_text(bench_policy_text(), "bench.yaml")
 
 
 def already_mutated_pod(engine: Engine) -> Pod:
