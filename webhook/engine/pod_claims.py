@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
+
+import orjson
 
 from webhook.engine.claims import CLAIM, TEMPLATE, ClaimAsks, ClaimSource, GpuClasses, claim_asks
 from webhook.engine.pod import Container, PodView
@@ -103,19 +104,22 @@ class PodClaims:
             return self
         return pod_claims(policy, pod, self.objects, classes)
 
-    @cached_property
+    # Plain properties, not cached ones: a PodClaims is built per review, and
+    # functools.cached_property takes a lock at each first read, which cost a DRA pod's
+    # review more than working the few claims out again.
+    @property
     def gpu_claims(self) -> tuple[PodClaim, ...]:
         return tuple(claim for claim in self.claims if claim.asks_gpus)
 
-    @cached_property
+    @property
     def unknown(self) -> tuple[PodClaim, ...]:
         return tuple(claim for claim in self.claims if claim.problem is not None)
 
     @property
     def asks_gpus(self) -> bool:
-        return bool(self.gpu_claims)
+        return any(claim.asks_gpus for claim in self.claims)
 
-    @cached_property
+    @property
     def may_ask_gpus(self) -> bool:
         """Whether some claim asks for GPUs, or is not known and so may."""
         return any(claim.asks_gpus or claim.problem is not None for claim in self.claims)
@@ -173,12 +177,53 @@ def pod_claims(
             resolved.append(PodClaim(name, source, None, objects.reason_unknown(source)))
             continue
         try:
-            asks = claim_asks(view, source, obj)
+            asks = _KEPT_ASKS.asks(view, source, obj)
         except MalformedObject as error:
             resolved.append(PodClaim(name, source, None, f"cannot be read: {error}"))
             continue
         resolved.append(PodClaim(name, source, asks))
     return PodClaims(tuple(resolved), objects, view)
+
+
+class KeptAsks:
+    """What claims ask, worked out once per template or claim and view of the DeviceClasses.
+
+    The pods of a workload name the same template, whose object the edge reads afresh for
+    each review; reading what it asks (its requests, their classes, the CEL selectors)
+    is kept by its JSON text, the source and the view it was read through, a new view
+    (an inventory change) starting over. At most ``max_answers`` are kept, of objects of
+    at most ``max_key_bytes`` of JSON; larger ones, and those that cannot be read, are
+    read each time."""
+
+    def __init__(self, max_answers: int = 256, max_key_bytes: int = 16 * 1024) -> None:
+        self.max_answers, self.max_key_bytes = max_answers, max_key_bytes
+        self._table: tuple[GpuClasses | None, dict[tuple[ClaimSource, bytes], ClaimAsks]] = (
+            None,
+            {},
+        )
+
+    def asks(self, view: GpuClasses, source: ClaimSource, obj: Any) -> ClaimAsks:
+        try:
+            text = orjson.dumps(obj)
+        except (TypeError, orjson.JSONEncodeError):
+            return claim_asks(view, source, obj)
+        if len(text) > self.max_key_bytes:
+            return claim_asks(view, source, obj)
+        seen, answers = self._table
+        if seen is not view and seen != view:
+            answers = {}
+            self._table = (view, answers)
+        key = (source, text)
+        found = answers.get(key)
+        if found is None:
+            found = claim_asks(view, source, obj)
+            if len(answers) >= self.max_answers:
+                answers.clear()
+            answers[key] = found
+        return found
+
+
+_KEPT_ASKS = KeptAsks()
 
 
 def sources_named(pods: Iterable[Any]) -> tuple[ClaimSource, ...]:
