@@ -22,7 +22,8 @@ pods each, all written over ``--connections`` concurrent connections. At each si
    charges);
 2. idle: a class pod's CREATE reviewed (``/mutate``, then ``/validate`` with the
    mutated pod, as kube-apiserver sends them; ``benchmarks.service.bodies``) at
-   ``--review-rate`` for ``--seconds`` over HTTPS: p50 and p99 of the pair;
+   ``--review-rate`` for ``--seconds`` over HTTPS: p50 and p99 of the pair, each timed
+   from when it was due, so that a stall counts against the reviews it delays;
 3. churn: the same while ``--churn-rate`` node changes a second reach kube-apiserver
    (labels, then status.allocatable's GPUs, alternating, node after node), which the
    replica's watches follow: p99 under churn against idle, and its peak PSS;
@@ -45,6 +46,7 @@ import contextlib
 import datetime
 import http.client
 import math
+import multiprocessing
 import os
 import platform
 import ssl
@@ -55,7 +57,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -270,71 +274,120 @@ class Reviewer:
         return True
 
     def window(self, rate: float, seconds: float) -> Latency:
-        """Reviews at ``rate`` a second for ``seconds``, each timed."""
+        """Reviews due at ``rate`` a second for ``seconds``, each timed from when it was
+        due (so a stall delays the reviews behind it as it would delay kube-apiserver's,
+        rather than hiding them); none is sent past the window, however late."""
         samples: list[float] = []
         failed = 0
-        interval = 1.0 / rate
+        due = int(rate * seconds)
         started = time.monotonic()
-        for tick in range(int(rate * seconds)):
-            delay = started + tick * interval - time.monotonic()
+        deadline = started + seconds
+        sent = 0
+        while sent < due and time.monotonic() < deadline:
+            scheduled = started + sent / rate
+            delay = scheduled - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-            sent = time.perf_counter()
+            sent += 1
             try:
                 ok = self.review()
             except (OSError, http.client.HTTPException):
                 ok = False
             if ok:
-                samples.append(time.perf_counter() - sent)
+                samples.append(time.monotonic() - scheduled)
             else:
                 failed += 1
-        return Latency(tuple(samples), failed)
+        return Latency(tuple(samples), failed, due)
 
     def close(self) -> None:
         self.connection.close()
 
 
-class Churn(threading.Thread):
-    """``rate`` node changes a second, node after node, over ``writers``."""
+@dataclass(frozen=True)
+class Admin:
+    """How a process of its own reaches kube-apiserver as admin (an SSL context does not
+    cross processes)."""
 
-    def __init__(self, writers: Writers, nodes: int, rate: float) -> None:
-        super().__init__(daemon=True, name="churn")
-        self.writers, self.nodes, self.rate = writers, nodes, rate
-        self.stopped = threading.Event()
-        self.made = self.failed = 0
-        self.seconds = math.nan
-        self.lock = threading.Lock()
+    url: str
+    ca: Path
+    cert: Path
+    key: Path
 
-    def change(self, api: Api, step: int) -> None:
-        name, subresource, patch = fleet.churn_patch(step, self.nodes)
-        path = f"/api/v1/nodes/{name}"
-        if subresource:
-            path += f"/{subresource}"
+    @classmethod
+    def of(cls, cluster: ControlPlane) -> Admin:
+        return cls(
+            cluster.api_url, cluster.ca_path, cluster.admin_cert_path, cluster.admin_key_path
+        )
+
+    def api(self) -> Api:
+        context = ssl.create_default_context(cafile=str(self.ca))
+        context.load_cert_chain(self.cert, self.key)
+        return Api(self.url, context)
+
+
+def churn(admin: Admin, nodes: int, rate: float, stop: Any, results: Any) -> None:
+    """``rate`` node changes a second, node after node, over four connections, until
+    ``stop`` is set; (changes made, failed, seconds) put on ``results``. Run in a process
+    of its own, so that its threads take nothing from the reviewing client's."""
+    local = threading.local()
+    counts = {"made": 0, "failed": 0}
+    lock = threading.Lock()
+
+    def change(step: int) -> None:
+        api: Api | None = getattr(local, "api", None)
+        if api is None:
+            api = local.api = admin.api()
+        name, subresource, patch = fleet.churn_patch(step, nodes)
+        path = f"/api/v1/nodes/{name}" + (f"/{subresource}" if subresource else "")
         try:
             api.call("PATCH", path, patch, content_type=MERGE_PATCH)
-            made = True
+            outcome = "made"
         except (ApiError, OSError, http.client.HTTPException):
-            made = False
-        with self.lock:
-            if made:
-                self.made += 1
-            else:
-                self.failed += 1
+            outcome = "failed"
+        with lock:
+            counts[outcome] += 1
 
-    def run(self) -> None:
-        interval = 1.0 / self.rate
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="churn") as pool:
+        results.put("ready")
         started = time.monotonic()
         step = 0
-        futures = []
-        while not self.stopped.is_set():
-            delay = started + step * interval - time.monotonic()
-            if delay > 0 and self.stopped.wait(delay):
+        while not stop.is_set():
+            delay = started + step / rate - time.monotonic()
+            if delay > 0 and stop.wait(delay):
                 break
-            futures.append(self.writers.pool.submit(self.writers.call, self.change, step))
+            pool.submit(change, step)
             step += 1
-        for future in futures:
-            future.result()
-        self.seconds = time.monotonic() - started
+    results.put((counts["made"], counts["failed"], time.monotonic() - started))
+
+
+class Churn:
+    """The churn in a process of its own, started and finished."""
+
+    def __init__(self, cluster: ControlPlane, nodes: int, rate: float) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.stop, self.results = context.Event(), context.Queue()
+        self.process = context.Process(
+            target=churn,
+            args=(Admin.of(cluster), nodes, rate, self.stop, self.results),
+            daemon=True,
+        )
+        self.made = self.failed = 0
+        self.seconds = math.nan
+
+    def start(self) -> None:
+        self.process.start()
+        if self.results.get(timeout=120) != "ready":
+            raise RuntimeError("the churn process did not start")
+
+    def finish(self) -> None:
+        self.stop.set()
+        try:
+            self.made, self.failed, self.seconds = self.results.get(timeout=120)
+        finally:
+            self.process.join(timeout=30)
+            if self.process.is_alive():
+                self.process.kill()
+                self.process.join()
 
 
 @contextlib.contextmanager
@@ -351,7 +404,6 @@ def sampling(pid: int) -> Iterator[MemorySampler]:
 def measure_replica(
     figures: SizeFigures,
     cluster: ControlPlane,
-    writers: Writers,
     policy: Path,
     work: Path,
     args: argparse.Namespace,
@@ -370,42 +422,47 @@ def measure_replica(
             reviewer.window(args.review_rate, min(2.0, args.seconds))  # warm-up
             figures.idle = reviewer.window(args.review_rate, args.seconds)
             figures.load["idle"] = os.getloadavg()
-            churn = Churn(writers, figures.nodes, args.churn_rate)
+            changes = Churn(cluster, figures.nodes, args.churn_rate)
             with sampling(replica.pid) as sampler:
-                churn.start()
+                changes.start()
                 try:
                     time.sleep(min(2.0, args.seconds / 4))  # the churn under way
                     figures.churn = reviewer.window(args.review_rate, args.seconds)
                     figures.load["churn"] = os.getloadavg()
                 finally:
-                    churn.stopped.set()
-                    churn.join()
+                    changes.finish()
             figures.churn_peak_pss = sampler.peak[1]
-            figures.churn_changes, figures.churn_failed = churn.made, churn.failed
-            figures.churn_seconds = churn.seconds
+            figures.churn_changes, figures.churn_failed = changes.made, changes.failed
+            figures.churn_seconds = changes.seconds
         finally:
             reviewer.close()
     finally:
         replica.stop()
 
 
-def measure_audit(
-    figures: SizeFigures, cluster: ControlPlane, api: Api, policy: Path, work: Path
-) -> None:
-    command = [
-        sys.executable,
-        "-m",
-        "webhook.cli",
-        "audit",
-        "--kubeconfig",
-        str(cluster.kubeconfig),
-    ]
-    command += ["--policy", str(policy), "--quiet"]
-    env = {**os.environ, "XDG_CACHE_HOME": str(work / "cache")}
+@dataclass(frozen=True)
+class AuditRun:
+    seconds: float
+    peak_pss: float
+    exit: int
+    requests: dict[str, int]
+    load: tuple[float, float, float]
+
+
+def run_audit(
+    cluster: ControlPlane, api: Api, policy: Path, out: Path, namespaces: int | None = None
+) -> AuditRun:
+    """The audit command once, of every opted-in namespace or (``namespaces``) of the
+    first so many."""
+    command = [sys.executable, "-m", "webhook.cli", "audit"]
+    command += ["--kubeconfig", str(cluster.kubeconfig), "--policy", str(policy), "--quiet"]
+    for index in range(namespaces or 0):
+        command += ["-n", fleet.namespace_name(index)]
+    env = {**os.environ, "XDG_CACHE_HOME": str(out.parent / "cache")}
     before = request_counts(api.text("/metrics"))
     started = time.monotonic()
-    with (work / "audit.out").open("wb") as out:
-        audit = subprocess.Popen(command, cwd=REPOSITORY, env=env, stdout=out, stderr=out)
+    with out.open("wb") as written:
+        audit = subprocess.Popen(command, cwd=REPOSITORY, env=env, stdout=written, stderr=written)
         try:
             with sampling(audit.pid) as sampler:
                 code = audit.wait(timeout=AUDIT_TIMEOUT)
@@ -413,13 +470,33 @@ def measure_audit(
             if audit.poll() is None:
                 audit.kill()
                 audit.wait()
-    figures.audit_seconds = time.monotonic() - started
-    figures.load["audit"] = os.getloadavg()
-    figures.audit_requests = request_delta(before, request_counts(api.text("/metrics")))
-    figures.audit_peak_pss = sampler.peak[1]
-    figures.audit_exit = code
+    seconds = time.monotonic() - started
+    load = os.getloadavg()
+    requests = request_delta(before, request_counts(api.text("/metrics")))
     if code not in (0, 1):
-        raise SystemExit(f"the audit command exited with {code}; see {work / 'audit.out'}")
+        raise SystemExit(f"the audit command exited with {code}; see {out}")
+    return AuditRun(seconds, sampler.peak[1], code, requests, load)
+
+
+def measure_audit(
+    figures: SizeFigures,
+    cluster: ControlPlane,
+    api: Api,
+    policy: Path,
+    work: Path,
+    smallest: SizeFigures | None,
+) -> None:
+    """The audit of every pod; with ``smallest``, also of as many namespaces (and pods)
+    as it had, on this size's nodes: what the pod count alone costs."""
+    whole = run_audit(cluster, api, policy, work / "audit.out")
+    figures.audit_seconds, figures.audit_peak_pss = whole.seconds, whole.peak_pss
+    figures.audit_exit, figures.audit_requests = whole.exit, whole.requests
+    figures.load["audit"] = whole.load
+    if smallest is None:
+        return
+    part = run_audit(cluster, api, policy, work / "audit-part.out", smallest.namespaces)
+    figures.part_audit_pods = smallest.pods
+    figures.part_audit_seconds, figures.part_audit_peak_pss = part.seconds, part.peak_pss
 
 
 # -- the run ------------------------------------------------------------------------------
@@ -507,11 +584,12 @@ def main(argv: list[str] | None = None) -> list[SizeFigures]:
             policy = prepare(api, work)
             previous: SizeFigures | None = None
             for figures in sizes:
+                largest = figures is sizes[-1] and len(sizes) > 1
                 print(f"\n## {figures.nodes:,} nodes", flush=True)
                 figures.setup_seconds = grow(writers, previous, figures)
                 run = work / f"nodes-{figures.nodes}"
-                measure_replica(figures, cluster, writers, policy, run / "replica", args)
-                measure_audit(figures, cluster, api, policy, run)
+                measure_replica(figures, cluster, policy, run / "replica", args)
+                measure_audit(figures, cluster, api, policy, run, sizes[0] if largest else None)
                 print(table([figures]), flush=True)
                 previous = figures
         finally:
