@@ -80,16 +80,19 @@ def pods(count: int) -> list[Any]:
         *kinds,
     ]
     chosen = [pod for pod in chosen if _picklable(pod)]
-    return [*chosen, *crossed(chosen, count // 4)]
+    return [*chosen, *crossed(chosen, count // 4), *with_vectors(chosen, count // 8)]
 
 
 PLACEMENT_FIELDS = ("tolerations", "nodeSelector", "affinity")
+SPEC_FIELDS = ("containers", "initContainers", "priorityClassName")
+METADATA_FIELDS = ("labels", "annotations")
 
 
 def crossed(pods: list[Any], count: int) -> list[Any]:
-    """`count` pods that are one drawn pod with one of its placement fields (or its labels)
-    taken from another: many pods alike but for one field, the cases an engine that keeps
-    answers by those fields must tell apart."""
+    """`count` pods that are one drawn pod with one of its placement fields, containers,
+    priority class, labels or annotations taken from another: many pods alike but for
+    one field, the cases an engine that keeps answers by its pods' fields must tell
+    apart."""
     chooser = random.Random(25)
     shaped = [
         pod
@@ -101,10 +104,10 @@ def crossed(pods: list[Any], count: int) -> list[Any]:
     made = []
     for _ in range(count):
         pod, other = copy.deepcopy(chooser.choice(shaped)), chooser.choice(shaped)
-        field = chooser.choice((*PLACEMENT_FIELDS, "labels"))
+        field = chooser.choice((*PLACEMENT_FIELDS, *SPEC_FIELDS, *METADATA_FIELDS))
         where, source = (
             (pod["metadata"], other["metadata"])
-            if field == "labels"
+            if field in METADATA_FIELDS
             else (pod["spec"], other["spec"])
         )
         if field in source:
@@ -112,6 +115,55 @@ def crossed(pods: list[Any], count: int) -> list[Any]:
         else:
             where.pop(field, None)
         made.append(pod)
+    return made
+
+
+def _cdi_annotation(pod: dict[str, Any]) -> None:
+    pod["metadata"].setdefault("annotations", {})["cdi.k8s.io/gpus"] = "nvidia.com/gpu=all"
+
+
+def _visible_devices(pod: dict[str, Any]) -> None:
+    env = pod["spec"]["containers"][0].setdefault("env", [])
+    env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"})
+
+
+def _privileged(pod: dict[str, Any]) -> None:
+    pod["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+
+
+def _renamed(pod: dict[str, Any]) -> None:
+    pod["metadata"]["name"] = "another-replica"
+    pod["metadata"]["uid"] = "6d1c4c3e-0000-4000-8000-000000000001"
+
+
+VECTORS = (_cdi_annotation, _visible_devices, _privileged, _renamed)
+"""What a pod may add to what its template's replicas have: each a way to the node's
+GPUs the runtime honours, and another name."""
+
+
+def with_vectors(pods: list[Any], count: int) -> list[Any]:
+    """For `count` drawn pods with containers: the pod, then the pod with each of
+    ``VECTORS``, each right after the pod itself: the replicas an engine keeping answers
+    per pod template must not answer as the pod before them."""
+    chooser = random.Random(31)
+    shaped = [
+        pod
+        for pod in pods
+        if isinstance(pod, dict)
+        and isinstance(pod.get("metadata"), dict)
+        and isinstance(pod.get("spec"), dict)
+        and isinstance(pod["spec"].get("containers"), list)
+        and pod["spec"]["containers"]
+        and all(isinstance(c, dict) for c in pod["spec"]["containers"])
+        and isinstance(pod["metadata"].get("annotations", {}), dict)
+        and isinstance(pod["spec"]["containers"][0].get("env", []), list)
+    ]
+    made: list[Any] = []
+    for pod in chooser.sample(shaped, min(count, len(shaped))):
+        for vector in VECTORS:
+            variant = copy.deepcopy(pod)
+            vector(variant)
+            made += [copy.deepcopy(pod), variant]
     return made
 
 

@@ -48,6 +48,7 @@ from webhook.engine.mutate import created_pod, isolate_ephemeral_containers, mut
 from webhook.engine.placement_answers import PlacementAnswers
 from webhook.engine.placement_index import PlacementIndex
 from webhook.engine.pod import PodView, read_pod
+from webhook.engine.pod_answers import KeptAnswers, kept_patch, pod_key
 from webhook.engine.pod_claims import (
     MAX_SOURCES,
     NO_CLAIMS,
@@ -83,6 +84,8 @@ class Engine:
         self.kinds = template_kinds(policy)
         self.placement = PlacementIndex.of(policy)
         self.answers = PlacementAnswers()
+        self.kept_findings: KeptAnswers[Findings] = KeptAnswers()
+        self.kept_patches: KeptAnswers[bytes] = KeptAnswers()
         self._seen: tuple[Inventory, CapacityNow] = (UNKNOWN, STATIC)
 
     def capacity(self, inventory: Inventory) -> CapacityNow:
@@ -146,8 +149,13 @@ class Engine:
             if workload is None or not workload.mutate:
                 return allow()
             now = self.capacity(inventory)
-            resolved = pod_claims(self.policy, pod, claims, now.dra.classes_for(self.policy))
-            return allow(mutate_pod(self.policy, pod, workload, now, resolved))
+
+            def work_out() -> list[dict[str, Any]]:
+                classes = now.dra.classes_for(self.policy)
+                resolved = pod_claims(self.policy, pod, claims, classes)
+                return mutate_pod(self.policy, pod, workload, now, resolved)
+
+            return allow(kept_patch(self.kept_patches, pod_key(pod), now, work_out))
         except MalformedObject as error:
             return malformed(str(error))
 
@@ -199,7 +207,14 @@ class Engine:
         self, pod: PodView, now: CapacityNow = STATIC, claims: ClaimObjects = NO_CLAIMS
     ) -> Findings:
         """What the rules find in the pod: its violations, each with the mode the policy
-        gives its rule for the pod, and every rule's outcome."""
+        gives its rule for the pod, and every rule's outcome. Kept for the next pod of the
+        same template (``webhook.engine.pod_answers``)."""
+        key = pod_key(pod)
+        if key is None:
+            return self._found(pod, now, claims)
+        return self.kept_findings.get(key, now, lambda: self._found(pod, now, claims))
+
+    def _found(self, pod: PodView, now: CapacityNow, claims: ClaimObjects) -> Findings:
         resolved = pod_claims(self.policy, pod, claims, now.dra.classes_for(self.policy))
         return self.rules.judge(
             RuleContext.of(self.policy, pod, now, self.placement, resolved, self.answers)

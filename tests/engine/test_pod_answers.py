@@ -1,0 +1,127 @@
+"""Answers kept per pod template (webhook/engine/pod_answers.py).
+
+The replicas of a workload are judged and mutated by looking their answer up; it must
+be the answer working the pod out afresh gives, and nothing a caller does with it may
+change what the next replica gets.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import jsonpatch
+
+from tests.builders import (
+    claim_objects,
+    claim_template,
+    claiming_pod,
+    container,
+    dra_engine,
+    pod,
+    pod_create,
+)
+from webhook.engine import Decision, Engine
+from webhook.engine.inventory import Inventory, PriorityClassFacts
+from webhook.engine.pod import read_pod
+from webhook.engine.pod_answers import KeptAnswers, pod_key
+from webhook.policy import load_default_policy
+
+POLICY = load_default_policy()
+
+
+def replica(name: str, **spec: Any) -> dict[str, Any]:
+    """An inference pod of one template, under its own name."""
+    spec.setdefault("containers", [container(gpus=1)])
+    obj = pod("inference", name=name, **spec)
+    obj["metadata"]["uid"] = f"uid-{name}"
+    return obj
+
+
+def reviewed(engine: Engine, obj: dict[str, Any]) -> tuple[Decision, Decision]:
+    """The mutation of `obj` and the validation of the mutated pod."""
+    mutated = engine.mutate(pod_create(obj))
+    patched = jsonpatch.apply_patch(obj, list(mutated.patch))
+    return mutated, engine.validate(pod_create(patched, name=obj["metadata"]["name"]))
+
+
+def test_every_replica_gets_what_working_it_out_afresh_gives() -> None:
+    engine = Engine(POLICY)
+    for index in range(3):
+        obj = replica(f"llm-{index}")
+        assert reviewed(engine, obj) == reviewed(Engine(POLICY), obj)
+    assert len(engine.kept_findings) == 1
+    assert len(engine.kept_patches) == 1
+
+
+def test_a_denial_names_each_replica_not_the_first() -> None:
+    engine = Engine(POLICY)
+    first, second = (replica(n, nodeName="gpu-1") for n in ("first", "second"))
+    assert "first" in reviewed(engine, first)[1].message
+    assert "second" in reviewed(engine, second)[1].message
+
+
+def test_pods_that_differ_in_their_spec_annotations_or_labels_are_answered_apart() -> None:
+    engine = Engine(POLICY)
+    base = replica("p")
+    annotated = copy.deepcopy(base)
+    annotated["metadata"]["annotations"] = {"cdi.k8s.io/gpus": "nvidia.com/gpu=all"}
+    relabelled = copy.deepcopy(base)
+    relabelled["metadata"]["labels"]["gpu-admission.io/workload"] = "training"
+    more_gpus = replica("p", containers=[container(gpus=9)])
+    for obj in (base, annotated, relabelled, more_gpus):
+        assert reviewed(engine, obj) == reviewed(Engine(POLICY), obj)
+    answers = {repr(reviewed(engine, obj)) for obj in (base, annotated, relabelled, more_gpus)}
+    assert len(answers) == 4
+
+
+def test_a_caller_changing_its_patch_changes_nothing_kept() -> None:
+    engine = Engine(POLICY)
+    first = engine.mutate(pod_create(replica("a")))
+    first.patch[0]["value"] = "changed"
+    assert engine.mutate(pod_create(replica("b"))) == Engine(POLICY).mutate(
+        pod_create(replica("b"))
+    )
+
+
+def test_a_change_of_the_cluster_starts_the_answers_over() -> None:
+    engine = Engine(POLICY)
+    wanted = POLICY.classes["inference"].priority_class
+    before = Inventory(nodes=None, priority_classes={})
+    after = Inventory(
+        nodes=None,
+        priority_classes={wanted.name: PriorityClassFacts(wanted.name, 7, None)},
+    )
+    obj = replica("p")
+    for inventory in (before, after):
+        assert engine.mutate(pod_create(obj), inventory) == Engine(POLICY).mutate(
+            pod_create(obj), inventory
+        )
+    assert {"op": "add", "path": "/spec/priority", "value": 7} in engine.mutate(
+        pod_create(obj), after
+    ).patch
+
+
+def test_pods_naming_claims_are_worked_out_each_time() -> None:
+    engine = dra_engine()
+    obj = claiming_pod(gpu="one-gpu")
+    claims = claim_objects(claim_template("one-gpu"))
+    engine.mutate(pod_create(obj), claims=claims)
+    assert pod_key(read_pod(obj, engine.policy)) is None
+    assert len(engine.kept_patches) == 0
+
+
+def test_no_more_answers_are_kept_than_the_bound() -> None:
+    engine = Engine(POLICY)
+    engine.kept_findings = KeptAnswers(max_answers=2)
+    for index in range(5):
+        obj = replica("p", containers=[container(gpus=1, env=[{"name": "N", "value": str(index)}])])
+        assert reviewed(engine, obj) == reviewed(Engine(POLICY), obj)
+        assert len(engine.kept_findings) <= 2
+
+
+def test_pods_over_the_key_bound_or_beyond_json_are_not_kept() -> None:
+    big = replica("p", containers=[container(gpus=1, env=[{"name": "N", "value": "v" * 20_000}])])
+    odd = replica("p", containers=[container(gpus=1, env=[{"name": "N", "value": 2**70}])])
+    for obj in (big, odd):
+        assert pod_key(read_pod(obj, POLICY)) is None
