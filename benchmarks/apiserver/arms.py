@@ -4,6 +4,7 @@
 |---|---|---|
 | `none` | no configuration | none |
 | `ours` | the shipped configurations | `python -m webhook.cli serve`, default policy |
+| `ours-dra` | the same, for the DRA pod | a second `serve` (DRA policy, live inventory) |
 | `ours-cel-scope` | the same, pods' scope by CEL alone (no objectSelector) | the same `serve` |
 | `allow-python` | the same configurations | `benchmarks.common.stub_webhook`: allowed, no patch |
 | `allow-go` | the same configurations | `benchmarks/apiserver/allow_go`, Go net/http: allowed |
@@ -15,6 +16,14 @@ endpoint (as the e2e harness's ``WebhookServer.register`` does, the same timeout
 with only the URL changed: the same matchConditions, namespace selector and rules.
 All servers run all along, each from the same serving certificate; an arm only
 changes which one kube-apiserver is configured to call.
+
+`ours-dra` creates the engine benchmark's DRA pod (one A100 through a
+ResourceClaimTemplate) where the other arms create the device-plugin pod. Its server
+serves the engine benchmark's policy (the inference pool giving GPUs through the device
+plugin and DRA, as during a migration) with the live inventory on, as in a cluster: it
+reads the template the pod names from kube-apiserver at `mutate` and at `validate`.
+NVIDIA's GPU DeviceClass is created once, the template in each namespace the arm's pods
+go to (``Arms.prepare``).
 
 Switching is checked, not waited out: every configuration of the other arms is
 deleted, then a dry-run CREATE of the benchmark pod is repeated until kube-apiserver
@@ -46,6 +55,7 @@ from benchmarks.apiserver.metrics import WEBHOOK_FAMILY, histogram_totals
 from benchmarks.common.cluster import Api, wait_until
 from benchmarks.common.go_program import build_go_program
 from benchmarks.common.processes import children_matching
+from benchmarks.engine.run import bench_policy_text, dra_template, nvidia_gpu_class
 from tests.e2e.ports import free_ports
 from tests.e2e.probes import http_ok
 from tests.e2e.processes import Component
@@ -62,25 +72,28 @@ from webhook.install.configurations import (
     render_webhook_configurations,
     scheduling_change_condition,
 )
-from webhook.policy import Policy
+from webhook.policy import Policy, load_policy_text
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 GO_SOURCE = Path(__file__).resolve().parent / "allow_go"
 PRIORITY_CLASSES = REPOSITORY / "deploy" / "base" / "priorityclasses.yaml"
 
-NONE, OURS, OURS_CEL_SCOPE, ALLOW_PYTHON, ALLOW_GO, PATCH_FLOOR, CEL = (
+NONE, OURS, OURS_DRA, OURS_CEL_SCOPE, ALLOW_PYTHON, ALLOW_GO, PATCH_FLOOR, CEL = (
     "none",
     "ours",
+    "ours-dra",
     "ours-cel-scope",
     "allow-python",
     "allow-go",
     "patch-floor",
     "cel",
 )
-ARMS = (NONE, OURS, OURS_CEL_SCOPE, ALLOW_PYTHON, ALLOW_GO, PATCH_FLOOR, CEL)
-WEBHOOK_ARMS = (OURS, OURS_CEL_SCOPE, ALLOW_PYTHON, ALLOW_GO, PATCH_FLOOR)
-MUTATING_ARMS = (OURS, OURS_CEL_SCOPE, PATCH_FLOOR, CEL)
-DENYING_ARMS = (OURS, OURS_CEL_SCOPE, CEL)
+ARMS = (NONE, OURS, OURS_DRA, OURS_CEL_SCOPE, ALLOW_PYTHON, ALLOW_GO, PATCH_FLOOR, CEL)
+WEBHOOK_ARMS = (OURS, OURS_DRA, OURS_CEL_SCOPE, ALLOW_PYTHON, ALLOW_GO, PATCH_FLOOR)
+MUTATING_ARMS = (OURS, OURS_DRA, OURS_CEL_SCOPE, PATCH_FLOOR, CEL)
+DENYING_ARMS = (OURS, OURS_DRA, OURS_CEL_SCOPE, CEL)
+DRA_ARMS = (OURS_DRA,)
+"""The arms whose pods claim their GPU through DRA."""
 SWITCH_TIMEOUT = 60.0
 
 
@@ -162,11 +175,15 @@ class Arms:
         arms: tuple[str, ...],
         probe_namespace: str,
         go_http1: bool = False,
+        kubeconfig: Path | None = None,
     ) -> None:
         self.api, self.policy = api, policy
         self.work_dir, self.arms, self.probe_namespace = work_dir, arms, probe_namespace
         self.go_http1 = go_http1
+        self.kubeconfig = kubeconfig
         self.ours = WebhookServer(work_dir / "ours")
+        self.ours_dra = WebhookServer(work_dir / "ours-dra")
+        self.dra_policy = load_policy_text(bench_policy_text(), "bench.yaml")
         self.components: dict[str, Component] = {}
         self.urls: dict[str, str] = {}
         self.pids: dict[str, int] = {}
@@ -190,6 +207,8 @@ class Arms:
             (pid,) = children_matching(os.getpid(), "webhook.cli", "serve", str(self.ours.port))
             self.pids[OURS] = pid
             self.urls[OURS_CEL_SCOPE], self.pids[OURS_CEL_SCOPE] = self.ours.url, pid
+        if OURS_DRA in self.arms:
+            self._start_ours_dra()
         if PATCH_FLOOR in self.arms:
             self.patch = self.engine_patch()
             patch_file = self.work_dir / "patch.json"
@@ -207,6 +226,26 @@ class Arms:
             self._start(ALLOW_GO, command, port)
         for arm in self.arms:
             self._objects[arm] = self._admission_objects(arm)
+
+    def _start_ours_dra(self) -> None:
+        if self.kubeconfig is None:
+            raise ValueError("the ours-dra arm reads claims from the cluster: a kubeconfig")
+        self.api.apply(nvidia_gpu_class())
+        policy_file = self.work_dir / "bench-policy.yaml"
+        policy_file.write_text(bench_policy_text(), "utf-8")
+        self.ours_dra.start(policy_file, kubeconfig=self.kubeconfig)
+        self.urls[OURS_DRA] = self.ours_dra.url
+        port = str(self.ours_dra.port)
+        (self.pids[OURS_DRA],) = children_matching(os.getpid(), "webhook.cli", "serve", port)
+        self.prepare(OURS_DRA, self.probe_namespace)
+
+    def prepare(self, arm: str, namespace: str) -> None:
+        """What the arm's pods need in `namespace` besides the namespace: the template the
+        DRA pod names."""
+        if arm in DRA_ARMS:
+            template = dra_template(namespace)
+            path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates"
+            self.api.call("POST", path, template, ok=(201, 409))
 
     @property
     def opt_in(self) -> dict[str, str]:
@@ -234,6 +273,7 @@ class Arms:
         for component in self.components.values():
             component.stop()
         self.ours.stop()
+        self.ours_dra.stop()
 
     def check_running(self) -> None:
         for component in self.components.values():
@@ -257,9 +297,12 @@ class Arms:
             return []
         if arm == CEL:
             return policy_objects(self.policy)
-        endpoint = Endpoint(ca_bundle=self.ours.ca_bundle, url=self.urls[arm])
+        server = self.ours_dra if arm in DRA_ARMS else self.ours
+        endpoint = Endpoint(ca_bundle=server.ca_bundle, url=self.urls[arm])
         mutating, validating = render_webhook_configurations(
-            self.policy, endpoint, timeout_seconds=WEBHOOK_TIMEOUT_SECONDS
+            self.dra_policy if arm in DRA_ARMS else self.policy,
+            endpoint,
+            timeout_seconds=WEBHOOK_TIMEOUT_SECONDS,
         )
         if arm == OURS_CEL_SCOPE:
             return cel_scoped(self.policy, mutating, validating)

@@ -50,8 +50,23 @@ def benchmark_pod(name: str, workload_class: str = "inference") -> dict[str, Any
     }
 
 
-def pod_bodies(prefix: str, count: int) -> list[bytes]:
-    return [orjson.dumps(benchmark_pod(f"{prefix}-{i:05d}")) for i in range(count)]
+DRA_TEMPLATE = "one-a100"
+
+
+def dra_benchmark_pod(name: str) -> dict[str, Any]:
+    """The DRA pod of `benchmarks.engine` as a user writes it: the inference pod claiming
+    one A100 through the ResourceClaimTemplate ``DRA_TEMPLATE`` instead of a GPU limit."""
+    pod = benchmark_pod(name)
+    pod["metadata"]["labels"]["app"] = "llm-dra"
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": DRA_TEMPLATE}]
+    pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
+    return pod
+
+
+def pod_bodies(prefix: str, count: int, dra: bool = False) -> list[bytes]:
+    """`count` pods to create, serialized: the benchmark pod, or its DRA twin."""
+    make = dra_benchmark_pod if dra else benchmark_pod
+    return [orjson.dumps(make(f"{prefix}-{i:05d}")) for i in range(count)]
 
 
 @dataclass

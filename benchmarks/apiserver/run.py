@@ -13,6 +13,9 @@ in with the policy's label), and are deleted after its window. The arms
 
 - `none`: no admission configuration, the floor;
 - `ours`: gpu-admission's webhooks as shipped, `serve` on the default policy;
+- `ours-dra`: the same webhooks for a pod claiming its GPU through a
+  ResourceClaimTemplate (Dynamic Resource Allocation), served by a second `serve` with
+  the live inventory on, which reads the template from kube-apiserver at each call;
 - `ours-cel-scope`: the same server, the pods' scope decided by CEL matchConditions
   alone (no objectSelector), as shipped before;
 - `allow-python`: the same configurations pointing at a server on the same stack
@@ -48,12 +51,23 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from benchmarks.apiserver.arms import ALLOW_GO, ARMS, CEL, NONE, OURS, PATCH_FLOOR, Arms
+from benchmarks.apiserver.arms import (
+    ALLOW_GO,
+    ARMS,
+    CEL,
+    DRA_ARMS,
+    NONE,
+    OURS,
+    OURS_DRA,
+    PATCH_FLOOR,
+    Arms,
+)
 from benchmarks.apiserver.load import pod_bodies, run_window
 from benchmarks.apiserver.metrics import AdmissionMetrics, admission_delta, admission_metrics
 from benchmarks.apiserver.profile import (
@@ -134,7 +148,15 @@ def main(argv: list[str] | None = None) -> int:
     cluster.start()
     api = Api(cluster.api_url, cluster.admin_ssl_context())
     policy = load_default_policy()
-    arms = Arms(api, policy, work_dir, args.arms, "bench-probe", go_http1=args.go_http1)
+    arms = Arms(
+        api,
+        policy,
+        work_dir,
+        args.arms,
+        "bench-probe",
+        go_http1=args.go_http1,
+        kubeconfig=cluster.kubeconfig,
+    )
     captures: list[Capture] = []
     failed = True
     try:
@@ -185,8 +207,8 @@ def log(message: str) -> None:
 
 
 def measure(args: argparse.Namespace, cluster: ControlPlane, api: Api, arms: Arms) -> list[Sample]:
-    work = pod_bodies("pod", args.pods)
-    warmup = pod_bodies("warmup", args.warmup)
+    work = {dra: pod_bodies("pod", args.pods, dra) for dra in (False, True)}
+    warmup = {dra: pod_bodies("warmup", args.warmup, dra) for dra in (False, True)}
     context = cluster.admin_ssl_context()
     processes = {"kube-apiserver": cluster.pid_of("kube-apiserver"), "etcd": cluster.pid_of("etcd")}
     samples: list[Sample] = []
@@ -197,6 +219,7 @@ def measure(args: argparse.Namespace, cluster: ControlPlane, api: Api, arms: Arm
             switching = time.monotonic()
             arms.switch(arm)
             switched = time.monotonic() - switching
+            arms.prepare(arm, namespace)  # judged by the arm's own webhooks
             roots = dict(processes)
             if (pid := arms.webhook_pid(arm)) is not None:
                 roots["webhook"] = pid
@@ -215,8 +238,16 @@ def measure(args: argparse.Namespace, cluster: ControlPlane, api: Api, arms: Arm
                     admission_metrics(api.text("/metrics")), marks["metrics"]
                 )
 
+            dra = arm in DRA_ARMS
             window = run_window(
-                cluster.api_url, context, namespace, work, warmup, args.creators, before, after
+                cluster.api_url,
+                context,
+                namespace,
+                work[dra],
+                warmup[dra],
+                args.creators,
+                before,
+                after,
             )
             cluster.check_running()
             arms.check_running()
@@ -254,20 +285,23 @@ def profile(args: argparse.Namespace, cluster: ControlPlane, api: Api, arms: Arm
     args.profile.mkdir(parents=True, exist_ok=True)
     seconds = args.profile_seconds
     # Enough for the profile, the ramp before it and its reply's way back.
-    bodies = pod_bodies("profiled", math.ceil(MAX_PODS_PER_SECOND * (seconds + 5)))
-    warmup = pod_bodies("warmup", args.warmup)
+    count = math.ceil(MAX_PODS_PER_SECOND * (seconds + 5))
+    bodies = {dra: pod_bodies("profiled", count, dra) for dra in (False, True)}
+    warmup = {dra: pod_bodies("warmup", args.warmup, dra) for dra in (False, True)}
     captures = []
     for arm in args.arms:
         namespace = f"bench-profile-{arm}"
         api.create_namespace(namespace, arms.opt_in)
         arms.switch(arm)
+        arms.prepare(arm, namespace)
+        dra = arm in DRA_ARMS
         capture = capture_profile(
             arm,
             cluster.api_url,
             cluster.admin_ssl_context(),
             namespace,
-            bodies,
-            warmup,
+            bodies[dra],
+            warmup[dra],
             args.creators,
             seconds,
             args.profile / f"{arm}.pprof",
@@ -339,12 +373,46 @@ def report(
     if calls:
         lines.append(f"- webhook calls per pod: {calls}")
     lines.append(f"- mutation: {mutation_check(arms)}")
+    lines.append(f"- targets: {target_check(summaries)}")
     if go_stats is not None:
         lines.append(
             f"- allow-go answered {go_stats.get('http2', 0):,} reviews over HTTP/2 and "
             f"{go_stats.get('http1', 0):,} over HTTP/1.1"
         )
     return "\n".join(lines)
+
+
+TARGETS = (
+    ("pods/s", OURS, PATCH_FLOOR, 0.95, True),
+    ("pods/s", OURS, CEL, 1.0, True),
+    ("kube-apiserver CPU per pod", OURS, PATCH_FLOOR, 1.3, False),
+    ("pods/s", OURS_DRA, OURS, 0.0, True),
+)
+"""(what, arm, against, bound, at least): the issue's targets, and the DRA arm's rate
+against `ours` (no bound: reported)."""
+
+
+def target_check(summaries: Sequence[Summary]) -> str:
+    """Each target's ratio from the arms run, met or missed."""
+    by_arm = {s.arm: s for s in summaries}
+    parts = []
+    for what, arm, against, bound, at_least in TARGETS:
+        if arm not in by_arm or against not in by_arm:
+            continue
+        mine, theirs = by_arm[arm], by_arm[against]
+        if what == "pods/s":
+            ratio = mine.rate_mean / theirs.rate_mean if theirs.rate_mean else math.nan
+        else:
+            own = mine.cpu_ms_per_pod.get("kube-apiserver", math.nan)
+            ratio = own / theirs.cpu_ms_per_pod.get("kube-apiserver", math.nan)
+        if not bound:
+            parts.append(f"`{arm}` {what} {ratio:.2f} of `{against}`'s")
+            continue
+        met = ratio >= bound if at_least else ratio <= bound
+        sign = ">=" if at_least else "<="
+        verdict = "met" if met else "MISSED"
+        parts.append(f"`{arm}` {what} {ratio:.2f} of `{against}`'s ({sign} {bound}: {verdict})")
+    return "; ".join(parts) or "no pair of arms to compare"
 
 
 def mutation_check(arms: Arms) -> str:

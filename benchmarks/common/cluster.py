@@ -160,6 +160,7 @@ PLURALS = {
     "ValidatingAdmissionPolicy": "validatingadmissionpolicies",
     "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings",
     "PriorityClass": "priorityclasses",
+    "DeviceClass": "deviceclasses",
 }
 
 
