@@ -438,6 +438,22 @@ def measure_replica(
             reviewer.close()
     finally:
         replica.stop()
+        for line in inventory_complaints(replica.log):
+            print(f"  replica: {line}", flush=True)
+
+
+def inventory_complaints(log: Path) -> list[str]:
+    """What the replica's inventory logged above info (a watch cut short, a relist): while
+    its watches are down the churn does not reach it, and its reviews look unhurt."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    return [
+        line[:300]
+        for line in lines
+        if '"gpu_admission.inventory"' in line and '"level":"info"' not in line
+    ]
 
 
 @dataclass(frozen=True)
