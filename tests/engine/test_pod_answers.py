@@ -14,6 +14,7 @@ import jsonpatch
 
 from tests.builders import (
     claim_objects,
+    claim_spec,
     claim_template,
     claiming_pod,
     container,
@@ -25,6 +26,7 @@ from webhook.engine import Decision, Engine
 from webhook.engine.inventory import Inventory, PriorityClassFacts
 from webhook.engine.pod import read_pod
 from webhook.engine.pod_answers import KeptAnswers, pod_key
+from webhook.engine.pod_claims import NO_CLAIMS
 from webhook.policy import load_default_policy
 
 POLICY = load_default_policy()
@@ -102,13 +104,21 @@ def test_a_change_of_the_cluster_starts_the_answers_over() -> None:
     ).patch
 
 
-def test_pods_naming_claims_are_worked_out_each_time() -> None:
+def test_pods_naming_claims_are_kept_with_their_objects_as_read() -> None:
     engine = dra_engine()
     obj = claiming_pod(gpu="one-gpu")
-    claims = claim_objects(claim_template("one-gpu"))
-    engine.mutate(pod_create(obj), claims=claims)
-    assert pod_key(read_pod(obj, engine.policy)) is None
-    assert len(engine.kept_patches) == 0
+    one = claim_objects(claim_template("one-gpu"))
+    two = claim_objects(claim_template("one-gpu", claim_spec(count=2)))
+    for claims in (one, two, NO_CLAIMS, one):
+        assert engine.mutate(pod_create(obj), claims=claims) == dra_engine().mutate(
+            pod_create(obj), claims=claims
+        )
+        assert engine.validate(pod_create(obj), claims=claims) == dra_engine().validate(
+            pod_create(obj), claims=claims
+        )
+    assert len(engine.kept_findings) == 3
+    view = read_pod(obj, engine.policy)
+    assert len({pod_key(view, claims) for claims in (one, two, NO_CLAIMS)}) == 3
 
 
 def test_no_more_answers_are_kept_than_the_bound() -> None:

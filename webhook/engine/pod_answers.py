@@ -8,9 +8,10 @@ of each, under other names and uids; so an engine keeps each answer by the JSON 
 of those three (orjson, in the pod's own order) and answers the next replica by
 looking it up.
 
-Not kept: pods that name claims (what those ask is the cluster's objects, read for each
-review; ``webhook.engine.pod_claims`` keeps what each object asks instead), parts
-beyond JSON, and pods whose three parts are over ``max_key_bytes`` of JSON. A tenant
+A pod that names claims is kept with the objects of its claims as the review was handed
+them (read from the cluster for each review): the same template read again keeps the
+answer, an edited one does not. Not kept: parts beyond JSON, and pods whose parts are
+over ``max_key_bytes`` of JSON. A tenant
 who sends a new pod each time only fills the table: it holds ``max_answers`` at most
 and starts over when full, and over again when what the cluster has changes (another
 ``CapacityNow``). Answers are stored as they are handed out and must not be changed by
@@ -27,6 +28,7 @@ import orjson
 
 from webhook.engine.capacity_now import CapacityNow
 from webhook.engine.pod import PodView
+from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
 
 MAX_ANSWERS = 512
 MAX_KEY_BYTES = 16 * 1024
@@ -34,14 +36,21 @@ MAX_KEY_BYTES = 16 * 1024
 T = TypeVar("T")
 
 
-def pod_key(pod: PodView, max_key_bytes: int = MAX_KEY_BYTES) -> bytes | None:
-    """The JSON text an answer for `pod` is kept by; None when it is not to be kept."""
-    if pod.resource_claims:
-        return None
+def pod_key(
+    pod: PodView, claims: ClaimObjects = NO_CLAIMS, max_key_bytes: int = MAX_KEY_BYTES
+) -> bytes | None:
+    """The JSON text an answer for `pod` is kept by; None when it is not to be kept. A pod
+    that names claims is kept with what `claims` holds of each: the object as read, or
+    why it was not (missing, unreadable, not looked up)."""
     metadata = pod.raw.get("metadata")
     annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    named = [
+        (source.kind, source.name, claims.found.get(source), claims.reason_unknown(source))
+        for source in pod.resource_claims.values()
+        if source is not None
+    ]
     try:
-        key = orjson.dumps((pod.labels, annotations, pod.spec))
+        key = orjson.dumps((pod.labels, annotations, pod.spec, named))
     except (TypeError, orjson.JSONEncodeError):
         return None
     return key if len(key) <= max_key_bytes else None

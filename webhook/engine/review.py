@@ -155,7 +155,7 @@ class Engine:
                 resolved = pod_claims(self.policy, pod, claims, classes)
                 return mutate_pod(self.policy, pod, workload, now, resolved)
 
-            return allow(kept_patch(self.kept_patches, pod_key(pod), now, work_out))
+            return allow(kept_patch(self.kept_patches, pod_key(pod, claims), now, work_out))
         except MalformedObject as error:
             return malformed(str(error))
 
@@ -209,7 +209,7 @@ class Engine:
         """What the rules find in the pod: its violations, each with the mode the policy
         gives its rule for the pod, and every rule's outcome. Kept for the next pod of the
         same template (``webhook.engine.pod_answers``)."""
-        key = pod_key(pod)
+        key = pod_key(pod, claims)
         if key is None:
             return self._found(pod, now, claims)
         return self.kept_findings.get(key, now, lambda: self._found(pod, now, claims))
