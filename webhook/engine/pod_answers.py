@@ -81,6 +81,13 @@ class KeptAnswers(Generic[T]):
         return len(self._table[1])
 
 
+class NothingKept(KeptAnswers[T]):
+    """Keeps nothing: every pod is worked out afresh (what the first replica costs)."""
+
+    def get(self, key: bytes, now: CapacityNow, work_out: Callable[[], T]) -> T:
+        return work_out()
+
+
 def kept_patch(
     table: KeptAnswers[bytes],
     key: bytes | None,
