@@ -27,7 +27,8 @@ from webhook.engine.inventory import Inventory, PriorityClassFacts
 from webhook.engine.pod import read_pod
 from webhook.engine.pod_answers import KeptAnswers, pod_key
 from webhook.engine.pod_claims import NO_CLAIMS
-from webhook.policy import load_default_policy
+from webhook.policy import load_default_policy, load_policy_text
+from webhook.policy.load import default_policy_text
 
 POLICY = load_default_policy()
 
@@ -135,3 +136,36 @@ def test_pods_over_the_key_bound_or_beyond_json_are_not_kept() -> None:
     odd = replica("p", containers=[container(gpus=1, env=[{"name": "N", "value": 2**70}])])
     for obj in (big, odd):
         assert pod_key(read_pod(obj, POLICY)) is None
+
+
+EXEMPTING = load_policy_text(
+    default_policy_text()
+    + """
+exemptions:
+  - namespaces: [gpu-burn-in]
+    reason: node acceptance tests by the platform team
+""",
+    "exempting.yaml",
+)
+
+
+def test_a_replica_in_an_exempt_namespace_is_exempt_though_its_template_was_judged() -> None:
+    engine = Engine(EXEMPTING)
+    obj = replica("p", nodeName="gpu-1")
+    judged = engine.validate(pod_create(obj))
+    exempted = engine.validate(pod_create(obj, namespace="gpu-burn-in"))
+    assert not judged.allowed
+    assert exempted == Engine(EXEMPTING).validate(pod_create(obj, namespace="gpu-burn-in"))
+    assert exempted.allowed
+    assert engine.validate(pod_create(obj)) == judged
+
+
+def test_a_replica_of_a_malformed_name_is_refused_though_its_template_was_judged() -> None:
+    engine = Engine(POLICY)
+    obj = replica("p")
+    engine.validate(pod_create(obj))
+    engine.mutate(pod_create(obj))
+    odd = copy.deepcopy(obj)
+    odd["metadata"]["name"] = 7
+    for decide in (engine.validate, engine.mutate):
+        assert decide(pod_create(odd)).code == 400

@@ -21,12 +21,14 @@ decoded afresh for each caller, who may apply them in place.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import orjson
 
 from webhook.engine.capacity_now import CapacityNow
+from webhook.engine.claims import CLAIM, TEMPLATE, ClaimSource
 from webhook.engine.pod import PodView
 from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
 
@@ -36,24 +38,83 @@ MAX_KEY_BYTES = 16 * 1024
 T = TypeVar("T")
 
 
-def pod_key(
-    pod: PodView, claims: ClaimObjects = NO_CLAIMS, max_key_bytes: int = MAX_KEY_BYTES
-) -> bytes | None:
-    """The JSON text an answer for `pod` is kept by; None when it is not to be kept. A pod
-    that names claims is kept with what `claims` holds of each: the object as read, or
-    why it was not (missing, unreadable, not looked up)."""
-    metadata = pod.raw.get("metadata")
-    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
-    named = [
-        (source.kind, source.name, claims.found.get(source), claims.reason_unknown(source))
-        for source in pod.resource_claims.values()
-        if source is not None
-    ]
+@dataclass(frozen=True, slots=True)
+class Glance:
+    """What a pod shows before it is read: the key its answers are kept by, and what a
+    review needs besides an answer kept (its labels for exemptions, its name and
+    namespace for the message)."""
+
+    key: bytes
+    labels: Mapping[str, Any]
+    name: str
+    namespace: str
+
+
+def glance(
+    obj: Any, claims: ClaimObjects = NO_CLAIMS, max_key_bytes: int = MAX_KEY_BYTES
+) -> Glance | None:
+    """The pod (or pod template) `obj` at a glance, from its JSON as received; None when
+    its answers are not to be kept, or its metadata has a shape reading it refuses.
+
+    The key is the JSON of its labels, annotations and spec and, for each claim it names,
+    what `claims` holds: the object as read, or why it was not (missing, unreadable, not
+    looked up). An answer is only ever kept for a pod that was read whole; a pod with the
+    same key has the same labels, annotations and spec, so it reads the same."""
+    if not isinstance(obj, dict):
+        return None
+    metadata = obj.get("metadata")
+    if metadata is None:
+        metadata = {}
+    elif not isinstance(metadata, dict):
+        return None
+    name = metadata.get("name") or metadata.get("generateName") or ""
+    namespace = metadata.get("namespace")
+    labels = metadata.get("labels")
+    spec = obj.get("spec")
+    if not isinstance(name, str) or not isinstance(spec, dict):
+        return None
     try:
-        key = orjson.dumps((pod.labels, annotations, pod.spec, named))
+        key = orjson.dumps((labels, metadata.get("annotations"), spec, _named(spec, claims)))
     except (TypeError, orjson.JSONEncodeError):
         return None
-    return key if len(key) <= max_key_bytes else None
+    if len(key) > max_key_bytes:
+        return None
+    return Glance(
+        key,
+        labels if isinstance(labels, dict) else {},
+        name,
+        namespace if isinstance(namespace, str) else "",
+    )
+
+
+def _named(spec: dict[str, Any], claims: ClaimObjects) -> list[Any]:
+    """What `claims` holds of each claim `spec` names (``spec.resourceClaims``, as reading
+    the pod takes them); a claim of the wrong shape names nothing here, and the pod it is
+    in is refused when read, so no answer is kept for it."""
+    items = spec.get("resourceClaims")
+    if not isinstance(items, list):
+        return []
+    named = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        template, claim = item.get("resourceClaimTemplateName"), item.get("resourceClaimName")
+        if template and isinstance(template, str):
+            source = ClaimSource(TEMPLATE, template)
+        elif claim and isinstance(claim, str):
+            source = ClaimSource(CLAIM, claim)
+        else:
+            continue
+        named.append(
+            (source.kind, source.name, claims.found.get(source), claims.reason_unknown(source))
+        )
+    return named
+
+
+def pod_key(pod: PodView, claims: ClaimObjects = NO_CLAIMS) -> bytes | None:
+    """The key the answers for `pod`, as read, are kept by (see ``glance``)."""
+    seen = glance(pod.raw, claims)
+    return seen.key if seen is not None else None
 
 
 class KeptAnswers(Generic[T]):
@@ -77,6 +138,11 @@ class KeptAnswers(Generic[T]):
             answers[key] = found
         return found
 
+    def peek(self, key: bytes, now: CapacityNow) -> T | None:
+        """The answer kept for `key` under `now`, or None."""
+        seen, answers = self._table
+        return answers.get(key) if seen is now else None
+
     def __len__(self) -> int:
         return len(self._table[1])
 
@@ -86,6 +152,9 @@ class NothingKept(KeptAnswers[T]):
 
     def get(self, key: bytes, now: CapacityNow, work_out: Callable[[], T]) -> T:
         return work_out()
+
+    def peek(self, key: bytes, now: CapacityNow) -> T | None:
+        return None
 
 
 def kept_patch(

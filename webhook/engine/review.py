@@ -17,6 +17,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
+
 from webhook.engine.autoscalers import ScaleTarget, autoscaler_warnings, scale_target
 from webhook.engine.binding import (
     CLAIM_RULES,
@@ -48,7 +50,7 @@ from webhook.engine.mutate import created_pod, isolate_ephemeral_containers, mut
 from webhook.engine.placement_answers import PlacementAnswers
 from webhook.engine.placement_index import PlacementIndex
 from webhook.engine.pod import PodView, read_pod
-from webhook.engine.pod_answers import KeptAnswers, kept_patch, pod_key
+from webhook.engine.pod_answers import KeptAnswers, glance, kept_patch, pod_key
 from webhook.engine.pod_claims import (
     MAX_SOURCES,
     NO_CLAIMS,
@@ -143,6 +145,11 @@ class Engine:
                 return malformed(str(error))
         if not request.is_pod_create:
             return allow()
+        seen = glance(request.object, claims)
+        if seen is not None:  # a replica of a template mutated before: not read again
+            kept = self.kept_patches.peek(seen.key, self.capacity(inventory))
+            if kept is not None:
+                return allow(orjson.loads(kept))
         try:
             pod = read_pod(request.object, self.policy)
             workload = self.policy.classes.get(pod.labels.get(self.policy.workload_label, ""))
@@ -235,7 +242,17 @@ class Engine:
     def _validate_pod_create(
         self, request: AdmissionRequest, now: CapacityNow, claims: ClaimObjects
     ) -> Decision:
-        """The pod as created, with every rule's outcome (all skipped for an exempt pod)."""
+        """The pod as created, with every rule's outcome (all skipped for an exempt pod). A
+        replica of a template judged before is not read again: its findings are kept."""
+        seen = glance(request.object, claims)
+        found = self.kept_findings.peek(seen.key, now) if seen is not None else None
+        if seen is not None and found is not None:
+            namespace = request.namespace or seen.namespace
+            exemption = self.policy.exemption_for(namespace, seen.labels)
+            if exemption is not None:
+                return exempt(exemption.reason, self.rules.skipped)
+            named = subject("pod", request.namespace, request.name or seen.name)
+            return judge(found.violations, named, rules=found.outcomes)
         try:
             pod = read_pod(request.object, self.policy)
             exemption = self.policy.exemption_for(_namespace(request, pod), pod.labels)
