@@ -162,7 +162,8 @@ class Engine:
                 resolved = pod_claims(self.policy, pod, claims, classes)
                 return mutate_pod(self.policy, pod, workload, now, resolved)
 
-            return allow(kept_patch(self.kept_patches, pod_key(pod, claims), now, work_out))
+            key = seen.key if seen is not None else None
+            return allow(kept_patch(self.kept_patches, key, now, work_out))
         except MalformedObject as error:
             return malformed(str(error))
 
@@ -216,7 +217,11 @@ class Engine:
         """What the rules find in the pod: its violations, each with the mode the policy
         gives its rule for the pod, and every rule's outcome. Kept for the next pod of the
         same template (``webhook.engine.pod_answers``)."""
-        key = pod_key(pod, claims)
+        return self._findings_kept_by(pod_key(pod, claims), pod, now, claims)
+
+    def _findings_kept_by(
+        self, key: bytes | None, pod: PodView, now: CapacityNow, claims: ClaimObjects
+    ) -> Findings:
         if key is None:
             return self._found(pod, now, claims)
         return self.kept_findings.get(key, now, lambda: self._found(pod, now, claims))
@@ -258,7 +263,8 @@ class Engine:
             exemption = self.policy.exemption_for(_namespace(request, pod), pod.labels)
             if exemption is not None:
                 return exempt(exemption.reason, self.rules.skipped)
-            found = self.findings(pod, now, claims)
+            key = seen.key if seen is not None else None
+            found = self._findings_kept_by(key, pod, now, claims)
         except MalformedObject as error:
             return malformed(str(error))
         named = subject("pod", request.namespace, request.name or pod.name)
