@@ -32,8 +32,10 @@ pods each, all written over ``--connections`` concurrent connections. At each si
    the requests it made to kube-apiserver by verb and resource (``apiserver_request_total``
    of kube-apiserver's /metrics before and after; a pod LIST request is one page).
 
-Each figure is printed with the load average when it was taken; then the targets of
-issue 31 met or missed, and the chart values to set when a replica's memory at the
+Each figure is printed with the load average when it was taken; then the targets
+(replica memory under the chart's limit with room to spare, sync under 30 s, review p99
+under churn within 2 times idle, the audit's memory flat in the pod count) met or
+missed, and the chart values to set when a replica's memory at the
 largest size is past 75% of the chart's limit. ``--tiny`` is a quick run of the whole
 path (20 nodes, 200 pods, 3-second windows).
 """
