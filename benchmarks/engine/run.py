@@ -51,8 +51,8 @@ from webhook.engine.inventory import (
     PriorityClassFacts,
     ResourceSliceFacts,
 )
+from webhook.engine.kept import NothingKept
 from webhook.engine.placement_answers import NoAnswers
-from webhook.engine.pod_answers import NothingKept
 from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
 from webhook.policy import Policy, load_policy_text
 from webhook.policy.compiled import Taint

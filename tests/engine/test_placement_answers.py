@@ -45,7 +45,7 @@ def test_a_pod_like_one_judged_before_gets_the_answer_judging_it_afresh_gives() 
     second["metadata"]["name"] = "another-replica"
     assert validated(engine, first).allowed
     assert validated(engine, second) == afresh(second)
-    assert len(engine.answers._table[1]) == 1
+    assert len(engine.answers.kept) == 1
 
 
 def test_pods_alike_but_for_their_tolerations_are_judged_apart() -> None:
@@ -111,7 +111,7 @@ def test_the_table_never_holds_more_than_its_bound() -> None:
     for index in range(10):
         obj = pod("inference", containers=[container(gpus=1)], nodeSelector={"n": str(index)})
         assert validated(engine, obj) == afresh(obj)
-        assert len(answers._table[1]) <= 3
+        assert len(answers.kept) <= 3
 
 
 def test_fields_over_the_key_bound_are_judged_each_time_and_never_kept() -> None:
@@ -120,7 +120,7 @@ def test_fields_over_the_key_bound_are_judged_each_time_and_never_kept() -> None
     engine.answers = answers
     obj = pod("inference", containers=[container(gpus=1)], nodeSelector={"k": "v" * 100})
     assert validated(engine, obj) == afresh(obj)
-    assert answers._table[1] == {}
+    assert len(answers.kept) == 0
 
 
 def test_fields_beyond_json_are_judged_each_time() -> None:
@@ -131,4 +131,4 @@ def test_fields_beyond_json_are_judged_each_time() -> None:
         tolerations=[{"key": "x", "operator": "Exists", "extra": 2**70}],
     )
     assert validated(engine, obj) == afresh(obj)
-    assert engine.answers._table[1] == {}
+    assert len(engine.answers.kept) == 0

@@ -24,8 +24,9 @@ from tests.builders import (
 )
 from webhook.engine import Decision, Engine
 from webhook.engine.inventory import Inventory, PriorityClassFacts
+from webhook.engine.kept import KeptAnswers
 from webhook.engine.pod import read_pod
-from webhook.engine.pod_answers import KeptAnswers, pod_key
+from webhook.engine.pod_answers import pod_key
 from webhook.engine.pod_claims import NO_CLAIMS
 from webhook.policy import load_default_policy, load_policy_text
 from webhook.policy.load import default_policy_text
@@ -124,7 +125,7 @@ def test_pods_naming_claims_are_kept_with_their_objects_as_read() -> None:
 
 def test_no_more_answers_are_kept_than_the_bound() -> None:
     engine = Engine(POLICY)
-    engine.kept_findings = KeptAnswers(max_answers=2)
+    engine.kept_findings = KeptAnswers(2)
     for index in range(5):
         obj = replica("p", containers=[container(gpus=1, env=[{"name": "N", "value": str(index)}])])
         assert reviewed(engine, obj) == reviewed(Engine(POLICY), obj)

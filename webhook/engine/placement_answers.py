@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from webhook.engine.decision import Violation
+from webhook.engine.kept import KeptAnswers
 
 if TYPE_CHECKING:
     from webhook.engine.rules.context import RuleContext
@@ -37,8 +38,8 @@ class PlacementAnswers:
     """An engine's placement findings by the fields they depend on."""
 
     def __init__(self, max_answers: int = MAX_ANSWERS, max_key_bytes: int = MAX_KEY_BYTES) -> None:
-        self.max_answers, self.max_key_bytes = max_answers, max_key_bytes
-        self._table: tuple[object, dict[tuple[Check, bytes], tuple[Violation, ...]]] = (None, {})
+        self.max_key_bytes = max_key_bytes
+        self.kept: KeptAnswers[tuple[Violation, ...]] = KeptAnswers(max_answers)
 
     def find(self, check: Check, context: RuleContext) -> list[Violation]:
         """What `check` finds in the pod of `context`, from the table when a pod with the
@@ -47,6 +48,7 @@ class PlacementAnswers:
         try:
             fields = orjson.dumps(
                 (
+                    f"{check.__module__}.{check.__qualname__}",
                     context.label,
                     pod.labels.get(model_label),
                     pod.node_selector,
@@ -59,17 +61,7 @@ class PlacementAnswers:
         if len(fields) > self.max_key_bytes:
             return check(context)
         uncovered = context.now.gpu_node_kinds
-        seen, answers = self._table
-        if seen is not uncovered:
-            answers = {}
-            self._table = (uncovered, answers)
-        key = (check, fields)
-        found = answers.get(key)
-        if found is None:
-            if len(answers) >= self.max_answers:
-                answers.clear()
-            found = answers[key] = tuple(check(context))
-        return list(found)
+        return list(self.kept.get(fields, uncovered, lambda: tuple(check(context))))
 
 
 class NoAnswers(PlacementAnswers):

@@ -23,19 +23,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import orjson
 
 from webhook.engine.capacity_now import CapacityNow
 from webhook.engine.claims import CLAIM, TEMPLATE, ClaimSource
+from webhook.engine.kept import KeptAnswers
 from webhook.engine.pod import PodView
 from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
 
 MAX_ANSWERS = 512
 MAX_KEY_BYTES = 16 * 1024
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,46 +114,6 @@ def pod_key(pod: PodView, claims: ClaimObjects = NO_CLAIMS) -> bytes | None:
     """The key the answers for `pod`, as read, are kept by (see ``glance``)."""
     seen = glance(pod.raw, claims)
     return seen.key if seen is not None else None
-
-
-class KeptAnswers(Generic[T]):
-    """One kind of answer (findings, patches), by pod key, for one view of the cluster."""
-
-    def __init__(self, max_answers: int = MAX_ANSWERS) -> None:
-        self.max_answers = max_answers
-        self._table: tuple[CapacityNow | None, dict[bytes, T]] = (None, {})
-
-    def get(self, key: bytes, now: CapacityNow, work_out: Callable[[], T]) -> T:
-        """The answer kept for `key` under `now`, worked out (and kept) when there is none."""
-        seen, answers = self._table
-        if seen is not now:
-            answers = {}
-            self._table = (now, answers)
-        found = answers.get(key)
-        if found is None:
-            found = work_out()
-            if len(answers) >= self.max_answers:
-                answers.clear()
-            answers[key] = found
-        return found
-
-    def peek(self, key: bytes, now: CapacityNow) -> T | None:
-        """The answer kept for `key` under `now`, or None."""
-        seen, answers = self._table
-        return answers.get(key) if seen is now else None
-
-    def __len__(self) -> int:
-        return len(self._table[1])
-
-
-class NothingKept(KeptAnswers[T]):
-    """Keeps nothing: every pod is worked out afresh (what the first replica costs)."""
-
-    def get(self, key: bytes, now: CapacityNow, work_out: Callable[[], T]) -> T:
-        return work_out()
-
-    def peek(self, key: bytes, now: CapacityNow) -> T | None:
-        return None
 
 
 def kept_patch(

@@ -46,11 +46,12 @@ from webhook.engine.decision import (
 )
 from webhook.engine.env_keys import env_keys_kind, judge_env_keys
 from webhook.engine.inventory import UNKNOWN, Inventory
+from webhook.engine.kept import KeptAnswers
 from webhook.engine.mutate import created_pod, isolate_ephemeral_containers, mutate_pod
 from webhook.engine.placement_answers import PlacementAnswers
 from webhook.engine.placement_index import PlacementIndex
 from webhook.engine.pod import PodView, read_pod
-from webhook.engine.pod_answers import KeptAnswers, glance, kept_patch, pod_key
+from webhook.engine.pod_answers import MAX_ANSWERS, glance, kept_patch, pod_key
 from webhook.engine.pod_claims import (
     MAX_SOURCES,
     NO_CLAIMS,
@@ -86,8 +87,8 @@ class Engine:
         self.kinds = template_kinds(policy)
         self.placement = PlacementIndex.of(policy)
         self.answers = PlacementAnswers()
-        self.kept_findings: KeptAnswers[Findings] = KeptAnswers()
-        self.kept_patches: KeptAnswers[bytes] = KeptAnswers()
+        self.kept_findings: KeptAnswers[Findings] = KeptAnswers(MAX_ANSWERS)
+        self.kept_patches: KeptAnswers[bytes] = KeptAnswers(MAX_ANSWERS)
         self._seen: tuple[Inventory, CapacityNow] = (UNKNOWN, STATIC)
 
     def capacity(self, inventory: Inventory) -> CapacityNow:
