@@ -94,13 +94,7 @@ def crossed(pods: list[Any], count: int) -> list[Any]:
     one field, the cases an engine that keeps answers by its pods' fields must tell
     apart."""
     chooser = random.Random(25)
-    shaped = [
-        pod
-        for pod in pods
-        if isinstance(pod, dict)
-        and isinstance(pod.get("spec"), dict)
-        and isinstance(pod.get("metadata"), dict)
-    ]
+    shaped = [pod for pod in pods if _has_metadata_and_spec(pod)]
     made = []
     for _ in range(count):
         pod, other = copy.deepcopy(chooser.choice(shaped)), chooser.choice(shaped)
@@ -149,9 +143,7 @@ def with_vectors(pods: list[Any], count: int) -> list[Any]:
     shaped = [
         pod
         for pod in pods
-        if isinstance(pod, dict)
-        and isinstance(pod.get("metadata"), dict)
-        and isinstance(pod.get("spec"), dict)
+        if _has_metadata_and_spec(pod)
         and isinstance(pod["spec"].get("containers"), list)
         and pod["spec"]["containers"]
         and all(isinstance(c, dict) for c in pod["spec"]["containers"])
@@ -165,6 +157,14 @@ def with_vectors(pods: list[Any], count: int) -> list[Any]:
             vector(variant)
             made += [copy.deepcopy(pod), variant]
     return made
+
+
+def _has_metadata_and_spec(pod: Any) -> bool:
+    return (
+        isinstance(pod, dict)
+        and isinstance(pod.get("metadata"), dict)
+        and isinstance(pod.get("spec"), dict)
+    )
 
 
 def _picklable(pod: Any) -> bool:
