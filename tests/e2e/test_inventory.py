@@ -24,7 +24,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from webhook.engine.inventory import Inventory, NodeFacts
+from webhook.engine.inventory import Inventory, NodeFacts, changed_nodes
 from webhook.kube.client import api_client
 from webhook.kube.inventory import InventoryWatcher
 
@@ -317,6 +317,52 @@ def test_a_watch_that_times_out_resumes_without_relisting(
     assert status.nodes.last_error is None
     # Ends of streams count as "known current": the age stays small while idle.
     assert (status.priority_classes.age() or 0) < 5
+
+
+def test_facts_that_stay_equal_stay_the_same_objects(
+    controlplane: ControlPlane, make_watcher: WatcherFactory, cleanup: list[tuple[str, str]]
+) -> None:
+    """The engine tells which nodes changed between two snapshots by identity, so a label
+    the inventory does not keep (GPU Feature Discovery's timestamp) publishes nothing, and
+    a node's new allocatable is the one changed object in the next snapshot."""
+    names = ("inv-same-0", "inv-same-1")
+    for name in names:
+        cleanup.append(("node", name))
+        register_node(controlplane, gpu_node(name, 8, **{"gpu-pool": "inv-same"}))
+    snapshots: list[Inventory] = []
+    watcher = make_watcher(
+        controlplane.kubeconfig, node_label_keys={"gpu-pool"}, on_change=snapshots.append
+    )
+    synced(watcher)
+    follow(watcher, lambda inv: all(node_named(inv, n) for n in names), "both nodes")
+    before = watcher.current
+    published = len(snapshots)
+
+    controlplane.kubectl(
+        "label", "node", names[0], "nvidia.com/gfd.timestamp=1764633600", "--overwrite"
+    )
+    patch = {"status": {"allocatable": {GPU: "7"}}}
+    controlplane.kubectl(
+        "patch",
+        "node",
+        names[1],
+        "--subresource=status",
+        "--type=merge",
+        "--patch",
+        json.dumps(patch),
+    )
+    after = follow(
+        watcher,
+        lambda inv: (n := node_named(inv, names[1])) and n.allocatable[GPU] == 7 and inv,
+        "the new allocatable",
+    )
+
+    assert len(snapshots) == published + 1, "the unkept label published no snapshot"
+    assert before.nodes is not None and after.nodes is not None
+    changes = changed_nodes(before.nodes, after.nodes)
+    assert changes is not None
+    assert [new.name for _, new in changes] == [names[1]]
+    assert node_named(after, names[0]) is node_named(before, names[0])
 
 
 def test_before_the_first_sync_nothing_is_known(

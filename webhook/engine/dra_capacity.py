@@ -26,7 +26,16 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from webhook.engine.claims import GpuClasses
-from webhook.engine.inventory import DeviceFacts, Inventory, NodeFacts, ResourceSliceFacts
+from webhook.engine.inventory import (
+    DeviceClassFacts,
+    DeviceFacts,
+    Inventory,
+    NodeChange,
+    NodeFacts,
+    ResourceSliceFacts,
+    changed_nodes,
+)
+from webhook.engine.kept import same_objects
 from webhook.engine.resource_slices import DriverPool, current_slices
 from webhook.policy.compiled import GPU_DEVICE, MIG_DEVICE, DraSettings, Policy, Pool
 
@@ -157,41 +166,213 @@ UNKNOWN = DraNow(synced=False)
 
 def dra_now(policy: Policy, inventory: Inventory) -> DraNow:
     """What each pool of `policy` offers through DRA in `inventory`."""
-    if inventory.resource_slices is None:
-        return DraNow(synced=False, gpu_classes=gpu_device_classes(policy, inventory))
-    settings = policy.dra
-    ours = [s for s in inventory.resource_slices if s.driver in settings.drivers]
-    current = current_slices(ours)
-    known = {node.name: node for node in inventory.nodes or ()}
-    by_label = {pool.label_value: pool for pool in policy.pools.values()}
-    counts: dict[str, _Counting] = {}
-    models: dict[tuple[str, str], str | None] = {}
-    """(pool, product) -> the pool's model: a product is read once, not once per device."""
-    for piece in current.slices:
-        keys = _AttributeKeys.of(settings, piece)
-        for device in piece.devices:
-            node_name = piece.node_of(device)
-            if node_name is None:
+    return DraTracker(policy).now(inventory)
+
+
+MOST_CHANGES_APART = 256
+"""Up to this many nodes changed since the last inventory, only they are read again;
+beyond, every node is (it costs about the same, and the code is the simple one)."""
+
+
+class DraTracker:
+    """``dra_now`` for the inventories of one cluster in turn, redoing only what changed
+    since the last: the slices are read again only when the slices or DeviceClasses are
+    another object, and a node's devices only when its facts or its slices are. A node
+    whose churn leaves its devices as they were (its allocatable GPUs, a label the DRA
+    side does not read) keeps its ``NodeDevices``, and a pool whose nodes all kept theirs
+    keeps its ``DraPoolNow`` and the leaders it worked out.
+
+    Safe from several threads: each call reads the last state and swaps in a new one
+    whole; two calls at once both answer right and one of their states is kept."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self._by_label = {pool.label_value: pool for pool in policy.pools.values()}
+        self._models: dict[tuple[str, str], str | None] = {}
+        self._state = _DraState()
+
+    def now(self, inventory: Inventory) -> DraNow:
+        last = self._state
+        classes = last.classes
+        if classes is None or classes[0] is not inventory.device_classes:
+            classes = (inventory.device_classes, gpu_device_classes(self.policy, inventory))
+        if inventory.resource_slices is None:
+            self._state = _DraState(classes=classes)
+            return DraNow(synced=False, gpu_classes=classes[1])
+        read = last.read
+        state = None
+        if read is not None and read.source is inventory.resource_slices:
+            changes = changed_nodes(last.facts, inventory.nodes or ())
+            if changes is not None and len(changes) <= MOST_CHANGES_APART:
+                state = self._moved(last, classes, inventory.nodes or (), changes)
+        else:
+            read = _SlicesRead.of(self.policy.dra, inventory.resource_slices)
+        if state is None:
+            state = self._whole(last, classes, read, inventory.nodes)
+        self._state = state
+        return DraNow(
+            synced=True,
+            nodes=state.devices,
+            pools=state.pools,
+            incomplete=read.incomplete,
+            gpu_classes=classes[1],
+        )
+
+    def _whole(
+        self,
+        last: _DraState,
+        classes: _Classes,
+        read: _SlicesRead,
+        facts: tuple[NodeFacts, ...] | None,
+    ) -> _DraState:
+        """Every node's devices, each counted again unless its facts and slices are the
+        last ones'."""
+        known = {node.name: node for node in facts or ()}
+        counted: dict[str, _NodeCounted] = {}
+        nodes: dict[str, NodeDevices] = {}
+        for name, pieces in read.by_node.items():
+            one = self._counted(last.counted.get(name), name, known.get(name), pieces)
+            counted[name] = one
+            if one.devices is not None:
+                nodes[name] = one.devices
+        members: dict[str, list[NodeDevices]] = {}
+        for devices in nodes.values():
+            if devices.pool is not None and devices.schedulable:
+                members.setdefault(devices.pool, []).append(devices)
+        pools = {name: _pool(last.pools.get(name), name, found) for name, found in members.items()}
+        return _DraState(classes, read, facts, counted, nodes, pools)
+
+    def _moved(
+        self,
+        last: _DraState,
+        classes: _Classes,
+        facts: tuple[NodeFacts, ...],
+        changes: list[NodeChange],
+    ) -> _DraState:
+        """The last state with the nodes of `changes` counted again (the slices are the
+        same): a pool is gathered again only when one of its nodes' devices changed."""
+        assert last.read is not None
+        counted = dict(last.counted)
+        nodes = dict(last.devices)
+        pools = dict(last.pools)
+        touched: set[str] = set()
+        for _, node in changes:
+            before = counted.get(node.name)
+            if before is None:
+                continue  # no devices of the policy's drivers
+            one = self._counted(before, node.name, node, before.pieces)
+            counted[node.name] = one
+            if one.devices is before.devices:
                 continue
-            counting = counts.get(node_name)
-            if counting is None:
-                facts = known.get(node_name)
-                pool = by_label.get(facts.labels.get(policy.pool_label, "")) if facts else None
-                counting = counts[node_name] = _Counting(policy, facts, pool, models)
-            counting.add(keys, device)
-    offering = (counts[name].facts(name) for name in sorted(counts))
-    nodes = {devices.name: devices for devices in offering if devices.gpus or devices.mig}
-    members: dict[str, list[NodeDevices]] = {}
-    for devices in nodes.values():
-        if devices.pool is not None and devices.schedulable:
-            members.setdefault(devices.pool, []).append(devices)
-    return DraNow(
-        synced=True,
-        nodes=nodes,
-        pools={name: DraPoolNow(name, tuple(found)) for name, found in members.items()},
-        incomplete=current.incomplete,
-        gpu_classes=gpu_device_classes(policy, inventory),
-    )
+            touched.update(d.pool for d in (before.devices, one.devices) if d and d.pool)
+            if one.devices is None:
+                nodes.pop(node.name, None)
+            elif node.name in nodes:
+                nodes[node.name] = one.devices
+            else:
+                nodes = dict(sorted({**nodes, node.name: one.devices}.items()))
+        for name in touched:
+            found = [d for d in nodes.values() if d.pool == name and d.schedulable]
+            found.sort(key=lambda devices: devices.name)
+            if found:
+                pools[name] = _pool(pools.get(name), name, found)
+            else:
+                pools.pop(name, None)
+        return _DraState(classes, last.read, facts, counted, nodes, pools)
+
+    def _counted(
+        self,
+        before: _NodeCounted | None,
+        name: str,
+        facts: NodeFacts | None,
+        pieces: tuple[_Piece, ...],
+    ) -> _NodeCounted:
+        """One node's devices: `before` when its facts and slices are the same objects,
+        its devices kept when they count the same."""
+        if before is not None and before.facts is facts and before.pieces is pieces:
+            return before
+        devices = self._count(name, facts, pieces)
+        if before is not None and devices == before.devices:
+            devices = before.devices
+        return _NodeCounted(facts, pieces, devices)
+
+    def _count(
+        self, name: str, facts: NodeFacts | None, pieces: tuple[_Piece, ...]
+    ) -> NodeDevices | None:
+        policy = self.policy
+        pool = None
+        if facts is not None:
+            pool = self._by_label.get(facts.labels.get(policy.pool_label, ""))
+        counting = _Counting(policy, facts, pool, self._models)
+        for keys, on_node in pieces:
+            for device in on_node:
+                counting.add(keys, device)
+        devices = counting.facts(name)
+        return devices if devices.gpus or devices.mig else None
+
+
+_Piece = tuple["_AttributeKeys", tuple[DeviceFacts, ...]]
+"""Devices of one current slice on one node, with the keys the slice holds their
+attributes under."""
+
+
+@dataclass(frozen=True)
+class _SlicesRead:
+    """What the current slices of the policy's drivers publish, node by node."""
+
+    source: tuple[ResourceSliceFacts, ...]
+    """The inventory's slices this was read from."""
+    incomplete: tuple[DriverPool, ...]
+    by_node: Mapping[str, tuple[_Piece, ...]]
+    """Node name -> its devices in slice order; nodes in name order."""
+
+    @classmethod
+    def of(cls, settings: DraSettings, slices: tuple[ResourceSliceFacts, ...]) -> _SlicesRead:
+        current = current_slices(s for s in slices if s.driver in settings.drivers)
+        by_node: dict[str, list[_Piece]] = {}
+        for piece in current.slices:
+            keys = _AttributeKeys.of(settings, piece)
+            if piece.node is not None and all(d.node is None for d in piece.devices):
+                by_node.setdefault(piece.node, []).append((keys, piece.devices))
+                continue
+            apart: dict[str, list[DeviceFacts]] = {}
+            for device in piece.devices:
+                node_name = piece.node_of(device)
+                if node_name is not None:
+                    apart.setdefault(node_name, []).append(device)
+            for node_name, devices in apart.items():
+                by_node.setdefault(node_name, []).append((keys, tuple(devices)))
+        return cls(slices, current.incomplete, {n: tuple(by_node[n]) for n in sorted(by_node)})
+
+
+@dataclass(frozen=True, slots=True)
+class _NodeCounted:
+    facts: NodeFacts | None
+    pieces: tuple[_Piece, ...]
+    devices: NodeDevices | None
+    """None when none of its devices is a GPU or a MIG device."""
+
+
+_Classes = tuple[Mapping[str, DeviceClassFacts] | None, GpuClasses]
+"""The DeviceClasses read, and the GPU classes found among them."""
+
+
+@dataclass(frozen=True)
+class _DraState:
+    classes: _Classes | None = None
+    read: _SlicesRead | None = None
+    facts: tuple[NodeFacts, ...] | None = None
+    """The nodes' facts the devices were counted with."""
+    counted: Mapping[str, _NodeCounted] = field(default_factory=dict)
+    devices: Mapping[str, NodeDevices] = field(default_factory=dict)
+    pools: Mapping[str, DraPoolNow] = field(default_factory=dict)
+
+
+def _pool(before: DraPoolNow | None, name: str, found: list[NodeDevices]) -> DraPoolNow:
+    """The pool of `found`, the one `before` when it holds the very same nodes' devices."""
+    if before is not None and same_objects(before.nodes, found):
+        return before
+    return DraPoolNow(name, tuple(found))
 
 
 def gpu_device_classes(policy: Policy, inventory: Inventory) -> GpuClasses:

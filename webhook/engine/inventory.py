@@ -182,3 +182,22 @@ def _mapping(value: Any) -> Mapping[Any, Any]:
 
 def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
+
+
+NodeChange = tuple[NodeFacts, NodeFacts]
+"""A node's facts in the last inventory and in this one: other objects, the same name."""
+
+
+def changed_nodes(
+    before: tuple[NodeFacts, ...] | None, now: tuple[NodeFacts, ...]
+) -> list[NodeChange] | None:
+    """The nodes whose facts are other objects in `now` than in `before`, when both list
+    the same nodes in the same order (the live inventory keeps a node's facts object while
+    they stay equal, so this is a pass over identities); None when nodes came or went, or
+    there is no `before`."""
+    if before is None or len(before) != len(now):
+        return None
+    changes = [(old, new) for old, new in zip(before, now, strict=True) if old is not new]
+    if any(old.name != new.name for old, new in changes):
+        return None
+    return changes

@@ -10,7 +10,7 @@ answer is never handed out for a cluster it was not worked out for.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -57,3 +57,10 @@ class NothingKept(KeptAnswers[T]):
 
     def peek(self, key: bytes, view: object) -> T | None:
         return None
+
+
+def same_objects(first: Sequence[object], second: Sequence[object]) -> bool:
+    """Whether two sequences hold the very same objects in the same order: what a view
+    kept from the last inventory is still good for, where equality would cost a read of
+    every object."""
+    return len(first) == len(second) and all(a is b for a, b in zip(first, second, strict=True))

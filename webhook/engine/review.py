@@ -27,7 +27,7 @@ from webhook.engine.binding import (
     is_pod_binding,
     pod_as_bound,
 )
-from webhook.engine.capacity_now import STATIC, CapacityNow, capacity_now
+from webhook.engine.capacity_now import STATIC, CapacityNow, CapacityTracker
 from webhook.engine.claim_objects import claim_object_kind, judge_claim_object
 from webhook.engine.claims import ClaimSource
 from webhook.engine.decision import (
@@ -89,14 +89,16 @@ class Engine:
         self.answers = PlacementAnswers()
         self.kept_findings: KeptAnswers[Findings] = KeptAnswers(MAX_ANSWERS)
         self.kept_patches: KeptAnswers[bytes] = KeptAnswers(MAX_ANSWERS)
+        self._tracker = CapacityTracker(policy)
         self._seen: tuple[Inventory, CapacityNow] = (UNKNOWN, STATIC)
 
     def capacity(self, inventory: Inventory) -> CapacityNow:
-        """What the policy's pools have now per `inventory`, worked out once per inventory."""
+        """What the policy's pools have now per `inventory`, worked out once per inventory,
+        and from the last one's where the two are alike."""
         seen, now = self._seen
         if inventory is seen:
             return now
-        now = capacity_now(self.policy, inventory)
+        now = self._tracker.now(inventory)
         self._seen = (inventory, now)
         return now
 

@@ -26,6 +26,11 @@ from webhook.policy.compiled import SEEN, NodeKind, Policy, Taint
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 
 
+Uncovered = tuple[tuple[tuple[str, str], ...], tuple[Taint, ...], str]
+"""What makes an uncovered GPU node's kind: the policy's labels it has, its blocking
+taints, and the name of its pool ("" for none of the policy's)."""
+
+
 def uncovered_gpu_nodes(
     policy: Policy,
     nodes: Iterable[NodeFacts],
@@ -34,28 +39,42 @@ def uncovered_gpu_nodes(
     """A kind for each group of alike GPU nodes among `nodes` that no kind of the policy
     covers, in the order of their first nodes by name."""
     with_devices = nodes_with_devices(policy, slices or ())
-    by_value = {pool.label_value: pool for pool in policy.pools.values()}
-    found: dict[tuple[tuple[tuple[str, str], ...], tuple[Taint, ...]], list[str]] = {}
-    pool_of: dict[tuple[tuple[tuple[str, str], ...], tuple[Taint, ...]], str] = {}
-    for node in sorted(nodes, key=lambda n: n.name):
-        if not is_gpu_node(policy, node, with_devices):
-            continue
-        taints = node.taints
-        value = node.labels.get(policy.pool_label)
-        pool = by_value.get(value) if value is not None else None
-        if pool is not None and _blocking(pool.taints) <= set(taints):
-            continue  # judged as its pool's node (listed model, another, or none)
-        if pool is None and value is not None and _taints_its_pool(policy, value, taints):
-            continue  # judged as a node of a pool the policy does not name
-        labels = tuple(
-            (key, node.labels[key]) for key in sorted(policy.node_label_keys) if key in node.labels
-        )
-        key = (labels, taints)
-        found.setdefault(key, []).append(node.name)
-        pool_of[key] = pool.name if pool is not None else ""
+    return kinds_of(
+        (node.name, uncovered(policy, node, with_devices))
+        for node in sorted(nodes, key=lambda n: n.name)
+    )
+
+
+def uncovered(policy: Policy, node: NodeFacts, with_devices: frozenset[str]) -> Uncovered | None:
+    """What makes `node`'s kind when it is a GPU node no kind of the policy covers; None
+    when it is covered or no GPU node."""
+    if not is_gpu_node(policy, node, with_devices):
+        return None
+    taints = node.taints
+    value = node.labels.get(policy.pool_label)
+    pool = None
+    if value is not None:
+        pool = next((p for p in policy.pools.values() if p.label_value == value), None)
+    if pool is not None and _blocking(pool.taints) <= set(taints):
+        return None  # judged as its pool's node (listed model, another, or none)
+    if pool is None and value is not None and _taints_its_pool(policy, value, taints):
+        return None  # judged as a node of a pool the policy does not name
+    labels = tuple(
+        (key, node.labels[key]) for key in sorted(policy.node_label_keys) if key in node.labels
+    )
+    return (labels, taints, pool.name if pool is not None else "")
+
+
+def kinds_of(nodes: Iterable[tuple[str, Uncovered | None]]) -> tuple[NodeKind, ...]:
+    """The kinds of the uncovered nodes among `nodes` (name, what `uncovered` said), in
+    name order: one per group of alike nodes, named by its first."""
+    found: dict[Uncovered, list[str]] = {}
+    for name, key in nodes:
+        if key is not None:
+            found.setdefault(key, []).append(name)
     return tuple(
         NodeKind(
-            pool=pool_of[key],
+            pool=key[2],
             model="",
             labels=dict(key[0]),
             taints=key[1],

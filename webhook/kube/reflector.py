@@ -300,7 +300,8 @@ class Reflector(Generic[Facts, View]):
             for item in body.get("items") or ():
                 facts = self._convert(item)
                 if facts is not None:
-                    store[facts.name] = facts
+                    kept = self._store.get(facts.name)
+                    store[facts.name] = kept if kept == facts else facts
             metadata = body.get("metadata") or {}
             resource_version = metadata.get("resourceVersion")
             token = metadata.get("continue") or None
@@ -415,8 +416,11 @@ class Reflector(Generic[Facts, View]):
         if kind in ("ADDED", "MODIFIED"):
             facts = self._convert(obj)
             if facts is not None:
+                # Equal facts keep their object: the engine tells what changed between
+                # two snapshots by identity (webhook.engine.inventory.changed_nodes).
                 changed = self._store.get(facts.name) != facts
-                self._store[facts.name] = facts
+                if changed:
+                    self._store[facts.name] = facts
             elif isinstance(name, str):
                 changed = self._store.pop(name, None) is not None
         elif kind == "DELETED":
