@@ -12,6 +12,7 @@ re-read equal) and checks every step against ``capacity_now`` of the same invent
 from __future__ import annotations
 
 import dataclasses
+import pickle
 from decimal import Decimal
 
 import pytest
@@ -217,3 +218,15 @@ def test_changed_nodes_are_those_whose_facts_are_other_objects() -> None:
     assert changed_nodes((a, b, c), (a, c)) is None  # a node went
     assert changed_nodes((a, b), (a, c)) is None  # another node in its place
     assert changed_nodes(None, (a,)) is None
+
+
+def test_a_pickled_tracker_starts_over_and_answers_the_same(policy: Policy) -> None:
+    node = NodeFacts("node-0", {"gpu-pool": "training"}, True, {"nvidia.com/gpu": Decimal(8)})
+    inventory = Inventory((node,), {}, (), {})
+    tracker = CapacityTracker(policy)
+    followed = tracker.now(inventory)
+
+    copy = pickle.loads(pickle.dumps(tracker))
+
+    assert copy._state.facts is None  # nothing followed came along
+    assert copy.now(inventory) == followed

@@ -140,6 +140,14 @@ class CapacityTracker:
         self._dra = DraTracker(policy)
         self._state = _State()
 
+    def __getstate__(self) -> dict[str, Policy]:
+        """Pickled (with the engine, to the review worker) without what it followed: the
+        worker's inventories are other objects, and the state of 5,000 nodes is not sent."""
+        return {"policy": self.policy}
+
+    def __setstate__(self, state: dict[str, Policy]) -> None:
+        self.__init__(state["policy"])  # type: ignore[misc]
+
     def now(self, inventory: Inventory) -> CapacityNow:
         dra = self._dra.now(inventory)
         if inventory.nodes is None:

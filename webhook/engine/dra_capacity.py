@@ -191,6 +191,14 @@ class DraTracker:
         self._models: dict[tuple[str, str], str | None] = {}
         self._state = _DraState()
 
+    def __getstate__(self) -> dict[str, Policy]:
+        """Pickled (with the engine, to the review worker) without what it followed: the
+        worker's inventories are other objects, and the state of 5,000 nodes is not sent."""
+        return {"policy": self.policy}
+
+    def __setstate__(self, state: dict[str, Policy]) -> None:
+        self.__init__(state["policy"])  # type: ignore[misc]
+
     def now(self, inventory: Inventory) -> DraNow:
         last = self._state
         classes = last.classes
