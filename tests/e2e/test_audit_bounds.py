@@ -232,20 +232,91 @@ def test_a_run_told_to_stop_after_its_first_object_asks_for_no_further_page(
 ) -> None:
     told: list[Any] = []
     pages: list[int] = []
+    pages_done_at_first: list[int] = []
 
     def should_stop() -> bool:
         return len(told) >= 1  # asked before each kind and after each object judged
 
+    def found(finding: Any) -> None:
+        told.append(finding)
+        pages_done_at_first.append(len(pages))
+
     run = audit_cluster(
-        api, engine, inventory=Inventory(), should_stop=should_stop, found=told.append,
+        api, engine, inventory=Inventory(), should_stop=should_stop, found=found,
         listed=lambda _, listed: pages.append(listed),
     )  # fmt: skip
 
     assert run.stopped
     # Pages are judged object by object: the run stopped inside the page of its first
-    # object, so only empty pages (of kinds or namespaces listed before it) were done.
-    assert set(pages) <= {0}
+    # object, so no page was done after it (before it, empty pages or pages of objects in
+    # other namespaces, passed over).
+    assert len(pages) == pages_done_at_first[0]
     assert run.summary.judged == 1
+
+
+# --- each kind counted once across the cluster (webhook.service.where_listed) -------------
+
+
+def test_a_kind_is_counted_across_the_cluster_as_kube_apiserver_holds_it(
+    api: Any, running: None, engine: Engine
+) -> None:
+    core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+
+    def counts() -> tuple[tuple[int | None, int], ...]:
+        return (
+            (listing.count_kind(api, POD, "v1"), len(core.list_pod_for_all_namespaces().items)),
+            (listing.count_kind(api, job_kind(engine), "v1"), len(batch.list_job_for_all_namespaces().items)),
+        )  # fmt: skip
+
+    def agreeing() -> tuple[tuple[int | None, int], ...] | None:
+        found = counts()  # again, if pods of namespaces being deleted went meanwhile
+        return found if all(counted == listed for counted, listed in found) else None
+
+    (_, pods), (_, jobs) = wait_for(agreeing, 30, "the counts to agree with the lists")
+    assert pods >= sum(PODS.values()) and jobs >= sum(JOBS.values())
+
+
+@pytest.fixture
+def requests_made(api: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The URLs of the requests ``api`` makes, as it makes them."""
+    made: list[str] = []
+    call_api = api.call_api
+
+    def recorded(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        made.append(url)
+        return call_api(method, url, *args, **kwargs)
+
+    monkeypatch.setattr(api, "call_api", recorded)
+    return made
+
+
+def test_an_audit_counts_each_kind_once_and_lists_none_where_the_cluster_holds_none(
+    api: Any,
+    running: None,
+    engine: Engine,
+    requests_made: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    run = audit_cluster(api, engine, inventory=Inventory())
+    counted = [url for url in requests_made if "limit=1&" in f"{url}&"]
+    asked = list(requests_made)
+    requests_made.clear()
+    monkeypatch.setattr(audit, "where_to_list", lambda api, kind, version, namespaces: namespaces)
+    per_namespace = audit_cluster(api, engine, inventory=Inventory())
+
+    versions = listing.preferred_versions(api)
+    served = [kind for kind in engine.kinds if kind.group in versions]
+    assert len(counted) == len(served)  # one request each, across the cluster
+    assert not any("/namespaces/" in url for url in counted)
+    for kind in served:
+        resource = f"/{kind.resource}?"
+        namespaced = [url for url in asked if "/namespaces/" in url and resource in url]
+        if listing.count_kind(api, kind, versions[kind.group]) == 0:  # no StatefulSet, say
+            assert namespaced == [], kind.kind
+    # no kind costs more than listed per namespace, plus the request that counts it
+    assert len(asked) <= len(requests_made) + len(served)
+    for namespace in OPTED_IN:
+        assert run.summary.by_namespace[namespace] == per_namespace.summary.by_namespace[namespace]
 
 
 # --- tenant-sized objects and owners (webhook.kube.listing, webhook.service.audit) --------

@@ -144,6 +144,34 @@ class TestPages:
         assert first.isclosed()
 
 
+def counted(body: dict[str, Any]) -> int | None:
+    return listing._counted(
+        HTTPResponse(body=io.BytesIO(orjson.dumps(body)), preload_content=False)
+    )
+
+
+class TestTheCountOfAKind:
+    def test_the_object_of_the_page_and_those_said_to_remain_are_counted(self) -> None:
+        metadata = {"continue": "next", "remainingItemCount": 41}
+        assert counted({"metadata": metadata, "items": [replica_set("a")]}) == 42
+        assert counted({"items": [replica_set("a")], "metadata": metadata}) == 42
+
+    def test_a_list_without_more_to_come_is_counted_by_its_items(self) -> None:
+        assert counted({"metadata": {"resourceVersion": "7"}, "items": []}) == 0
+        assert counted({"metadata": {}, "items": [replica_set("a"), replica_set("b")]}) == 2
+
+    def test_more_to_come_without_a_count_is_unknown(self) -> None:
+        assert counted({"metadata": {"continue": "next"}, "items": [replica_set("a")]}) is None
+
+    def test_a_count_inside_an_item_is_not_the_lists(self) -> None:
+        item = replica_set("a")
+        item["metadata"]["remainingItemCount"] = 1000
+        item["spec"]["items"] = [{"a": 1}, {"b": 2}]
+        assert (
+            counted({"metadata": {"continue": "x", "remainingItemCount": 2}, "items": [item]}) == 3
+        )
+
+
 class TestOneObjectRead:
     def test_an_object_read_by_name_is_parsed_under_the_same_cap(self) -> None:
         def body(item: dict[str, Any]) -> HTTPResponse:

@@ -54,6 +54,7 @@ __all__ = [
     "PAGE_SIZE",
     "Listed",
     "TooLarge",
+    "count_kind",
     "installed_policy",
     "list_kind",
     "list_objects",
@@ -160,6 +161,51 @@ def list_kind(
                     progress(kind, listed)
         finally:
             pages.close()  # closes the page's response when the caller stopped early
+
+
+def count_kind(api: Any, kind: TemplateKind, version: str) -> int | None:
+    """How many objects of ``kind`` the cluster holds, in every namespace, told by one
+    request for a page of one: the object it brings (counted, never built) and
+    ``metadata.remainingItemCount``, the number kube-apiserver says remain after it. None
+    when it does not say: a list with more to come but no count. Raises ApiException as
+    the list call does (403 when the credentials may not list the kind across the
+    cluster)."""
+    [listing] = _listings(api, kind, version, None)
+    response = listing(limit=1, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+    try:
+        return _counted(response)
+    finally:
+        _close(response)
+
+
+def _counted(response: Any) -> int | None:
+    """The ``items`` of a list response, plus its ``remainingItemCount``; None when it has a
+    ``continue`` token without a count."""
+    items, depth = 0, 0
+    remaining: int | None = None
+    more = False
+    root_key: str | None = None
+    metadata_key: str | None = None
+    for event, value in ijson.basic_parse(response, buf_size=READ_BUFFER, use_float=True):
+        if event == "map_key":
+            if depth == 1:
+                root_key = value
+            elif depth == 2 and root_key == "metadata":
+                metadata_key = value
+        elif event in _STARTS:
+            if depth == 2 and root_key == "items" and event == "start_map":
+                items += 1
+            depth += 1
+        elif event in _ENDS:
+            depth -= 1
+        elif depth == 2 and root_key == "metadata":
+            if metadata_key == "continue" and event == "string" and value:
+                more = True
+            elif metadata_key == "remainingItemCount" and event == "number":
+                remaining = max(int(value), 0)
+    if not more:
+        return items
+    return None if remaining is None else items + remaining
 
 
 def read_object(

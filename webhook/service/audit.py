@@ -4,18 +4,19 @@ The namespaces audited are those the webhooks cover: the ones carrying the polic
 opt-in label, or with ``all_namespaces`` every one they could cover (a preview of a
 rollout), never kube-system, kube-node-lease or the service's own (``service_namespace``:
 the one it runs in, which the webhooks' namespaceSelector exempts whatever its name;
-``webhook.service.namespace`` finds it in a replica). Every kind the
-engine judges at apply time is listed (Pods, the built-in controllers and the
-policy's workload kinds), in each opted-in namespace by its namespaced calls (across
-the cluster only for ``all_namespaces``), page by page and judged as it comes
-(``webhook.offline.audit``); a kind the cluster does not serve is skipped, one the
-credentials may not list is reported in ``unlisted``. The ResourceClaimTemplates and
-ResourceClaims pods name are read as they are met (``audit_claims``), when the cluster
-serves ``resource.k8s.io/v1``. Capacity rules judge against the Nodes and
-PriorityClasses as they are (``inventory``), read once when not given, with the
-ResourceSlices and DeviceClasses when a pool of the policy takes GPUs through
-DRA (credentials that may not list them leave those pools to the policy's figures, said
-in ``unlisted``).
+``webhook.service.namespace`` finds it in a replica). Every kind the engine judges at
+apply time is listed (Pods, the built-in controllers and the policy's workload kinds),
+page by page and judged as it comes (``webhook.offline.audit``): across the cluster for
+``all_namespaces``; otherwise each kind is first counted across the cluster in one
+request, and listed not at all when there is none, across the cluster when it has few,
+or in each opted-in namespace by its namespaced calls (``webhook.service.where_listed``).
+A kind the cluster does not serve is skipped, one the credentials may not list is
+reported in ``unlisted``. The ResourceClaimTemplates and ResourceClaims pods name are
+read as they are met (``audit_claims``), when the cluster serves ``resource.k8s.io/v1``.
+Capacity rules judge against the Nodes and PriorityClasses as they are
+(``inventory``), read once when not given, with the ResourceSlices and DeviceClasses
+when a pool of the policy takes GPUs through DRA (credentials that may not list them
+leave those pools to the policy's figures, said in ``unlisted``).
 
 Memory is bounded by design, whatever tenants store: each list response is parsed as
 it arrives, one object at a time (``webhook.kube.listing``), and dropped once judged,
@@ -76,6 +77,7 @@ from webhook.offline.audit import (
 )
 from webhook.service.audit_claims import ClaimReads
 from webhook.service.inventory import inventory_label_keys, takes_dra_gpus
+from webhook.service.where_listed import where_to_list
 
 __all__ = [
     "AuditRun",
@@ -185,9 +187,10 @@ def audit_cluster(
     of each. `listed` is told of each page listed. `should_stop` is asked before each
     page is asked for: once it says so the run ends there, ``stopped``.
 
-    Namespaces that opted in are listed each by its namespaced calls; only with
-    `all_namespaces` is each kind listed across the cluster (less the namespaces
-    never audited). `service_namespace`, the namespace the service runs in, is never
+    With `all_namespaces` each kind is listed across the cluster (less the namespaces
+    never audited); otherwise where the kind's count across the cluster says
+    (``where_to_list``): nowhere, across the cluster, or in each opted-in namespace by
+    its namespaced calls. `service_namespace`, the namespace the service runs in, is never
     audited (None: no such namespace is known, only kube-system and kube-node-lease
     are left out).
 
@@ -232,10 +235,11 @@ def audit_cluster(
         if should_stop():
             run.stopped = True
             return run
+        where = listed_in
+        if listed_in is not None and only is None:
+            where = where_to_list(api, kind, versions[kind.group], listed_in)
         try:
-            listing = list_kind(
-                api, kind, versions[kind.group], namespaces=listed_in, progress=listed
-            )
+            listing = list_kind(api, kind, versions[kind.group], namespaces=where, progress=listed)
             for item in listing:
                 judged(_judge_listed(engine, kind, item, in_scope, inventory, claims_of, owners))
                 if should_stop():  # before the next object is read
