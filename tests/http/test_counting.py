@@ -20,11 +20,11 @@ def violation(rule: str, mode: str = ENFORCE) -> Violation:
 
 
 def test_a_review_without_a_decision_is_an_error() -> None:
-    assert outcome_of(None) == Outcome("error", [], [])
+    assert outcome_of(None) == Outcome("error", (), ())
 
 
 def test_an_admission_counts_no_rule() -> None:
-    assert outcome_of(Decision(allowed=True)) == Outcome("allowed", [], [])
+    assert outcome_of(Decision(allowed=True)) == Outcome("allowed", (), ())
 
 
 def test_a_denial_counts_each_enforced_rule_once_in_the_order_found() -> None:
@@ -34,7 +34,7 @@ def test_a_denial_counts_each_enforced_rule_once_in_the_order_found() -> None:
         violations=(violation("gpu-count"), violation("model"), violation("gpu-count")),
     )
 
-    assert outcome_of(decision) == Outcome("denied", ["gpu-count", "model"], [])
+    assert outcome_of(decision) == Outcome("denied", ("gpu-count", "model"), ())
 
 
 def test_rules_in_warn_and_audit_mode_are_flagged_whatever_the_decision() -> None:
@@ -43,15 +43,15 @@ def test_rules_in_warn_and_audit_mode_are_flagged_whatever_the_decision() -> Non
     allowed = outcome_of(Decision(allowed=True, violations=found[:2]))
     denied = outcome_of(Decision(allowed=False, code=403, violations=found))
 
-    assert allowed.flagged == [("warned", "priority"), ("audited", "model")]
-    assert denied.flagged == [("warned", "priority"), ("audited", "model")]
-    assert denied.rules == ["gpu-count"]
+    assert allowed.flagged == (("warned", "priority"), ("audited", "model"))
+    assert denied.flagged == (("warned", "priority"), ("audited", "model"))
+    assert denied.rules == ("gpu-count",)
 
 
 def test_an_exempted_review_is_flagged_once_without_a_rule() -> None:
     decision = Decision(allowed=True, audit_annotations={EXEMPTION: "debugging"})
 
-    assert outcome_of(decision).flagged == [("exempted", "")]
+    assert outcome_of(decision).flagged == (("exempted", ""),)
 
 
 def test_a_denial_is_counted_by_rule_and_logged_with_what_was_denied(

@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.builders import container, mutated, pod
 from webhook.engine import AdmissionRequest, Decision, Engine
 from webhook.http.app import create_app
-from webhook.http.metrics import DURATION_BUCKETS, Metrics
+from webhook.http.metrics import DURATION_BUCKETS, Metrics, ReviewCounts
 from webhook.http.metrics_app import create_metrics_app
 from webhook.policy.load import default_policy_text, load_policy_text
 from webhook.tls.pki import create_ca, issue_serving_certificate
@@ -234,3 +235,37 @@ def test_connections_cut_off_are_counted_by_reason() -> None:
     }
 
     assert samples == {"idle": 0, "body_timeout": 2}
+
+
+def test_reviews_counted_as_plain_numbers_scrape_as_prometheus_clients_own_series_would() -> None:
+    durations = [0.00005, 0.0001, 0.0003, 0.0003, 0.004, 0.7, 1.0, 2.5, 0.0]
+    reviews = [
+        ("mutate", "CREATE", "allowed", ""),
+        ("validate", "CREATE", "denied", "gpu-count"),
+        ("validate", "CREATE", "denied", "gpu-count"),
+        ("validate", "UPDATE", "warned", "priority-class"),
+    ]
+    ours = CollectorRegistry()
+    counts = ReviewCounts(DURATION_BUCKETS)
+    ours.register(counts)
+    theirs = CollectorRegistry()
+    requests = Counter("gpu_admission_requests", "", ["webhook", "operation", "decision", "rule"], registry=theirs)  # fmt: skip
+    duration = Histogram("gpu_admission_review_duration_seconds", "", ["webhook"], buckets=DURATION_BUCKETS, registry=theirs)  # fmt: skip
+    for index, seconds in enumerate(durations):
+        webhook = ("mutate", "validate")[index % 2]
+        counts.time(webhook, seconds)
+        duration.labels(webhook=webhook).observe(seconds)
+    for labels in reviews:
+        counts.count(labels)
+        requests.labels(*labels).inc()
+
+    def samples(registry: CollectorRegistry) -> Samples:
+        text = generate_latest(registry).decode()
+        return {
+            (sample.name, frozenset(sample.labels.items())): sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if not sample.name.endswith("_created")
+        }
+
+    assert samples(ours) == samples(theirs)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from webhook.engine import Decision
@@ -26,23 +27,30 @@ class Outcome:
 
     decision: str
     """``allowed``, ``denied`` or ``error``."""
-    rules: list[str]
+    rules: tuple[str, ...]
     """The enforced rules a denial broke, once each; empty otherwise."""
-    flagged: list[tuple[str, str]]
+    flagged: tuple[tuple[str, str], ...]
     """``(warned | audited, rule)`` per rule in those modes, ``(exempted, "")`` once."""
+
+
+ALLOWED = Outcome("allowed", (), ())
+"""Most reviews: allowed, nothing warned, audited or exempted."""
+ERROR = Outcome("error", (), ())
 
 
 def outcome_of(decision: Decision | None) -> Outcome:
     """How a review answered with ``decision`` (None: none was made) is counted."""
     if decision is None:
-        return Outcome("error", [], [])
+        return ERROR
+    if decision.allowed and not decision.violations and not decision.audit_annotations:
+        return ALLOWED
     flagged = [("warned", rule) for rule in _rules(decision, WARN)]
     flagged += [("audited", rule) for rule in _rules(decision, AUDIT)]
     if EXEMPTION in decision.audit_annotations:
         flagged.append(("exempted", ""))
     if decision.allowed:
-        return Outcome("allowed", [], flagged)
-    return Outcome("denied", _rules(decision, ENFORCE), flagged)
+        return Outcome("allowed", (), tuple(flagged))
+    return Outcome("denied", _rules(decision, ENFORCE), tuple(flagged))
 
 
 def count(metrics: Metrics, webhook: str, judged: Judged, started: float) -> None:
@@ -57,19 +65,19 @@ def count(metrics: Metrics, webhook: str, judged: Judged, started: float) -> Non
     )
 
 
-def log_denial(judged: Judged, decision: Decision, rules: list[str]) -> None:
+def log_denial(judged: Judged, decision: Decision, rules: Sequence[str]) -> None:
     log.info(
         "denied",
         extra={
             "uid": judged.uid,
             "namespace": judged.namespace,
             "object": judged.name,
-            "rules": rules,
+            "rules": list(rules),
             "reason": decision.message,
         },
     )
 
 
-def _rules(decision: Decision, mode: str) -> list[str]:
+def _rules(decision: Decision, mode: str) -> tuple[str, ...]:
     """The rules the decision found violated in `mode`, once each."""
-    return list(dict.fromkeys(v.rule for v in decision.violations if v.mode == mode))
+    return tuple(dict.fromkeys(v.rule for v in decision.violations if v.mode == mode))

@@ -82,8 +82,9 @@ class Judged:
     namespace: str = ""
     name: str = ""
     decision: Decision | None = None
-    """The engine's decision without its patch (already in ``reply``); None when there is
-    none: a body that is not a review, or an engine that failed."""
+    """The engine's decision (from the review worker without its patch, which ``reply``
+    carries already); None when there is none: a body that is not a review, or an engine
+    that failed."""
     failure: str | None = None
     """The traceback of an engine that failed, for the log."""
     reason: str = ""
@@ -128,7 +129,7 @@ def judged(request: AdmissionRequest, decision: Decision) -> Judged:
         request.operation,
         request.namespace,
         request.name,
-        decision=dataclasses.replace(decision, patch=()) if decision.patch else decision,
+        decision=decision,
     )
 
 
@@ -171,4 +172,8 @@ def judge_body(
         decision = JUDGES[webhook](engine, request, inventory, None, claims or NO_CLAIMS)
     except Exception:
         return failed(request, traceback.format_exc())
-    return judged(request, decision)
+    answered = judged(request, decision)
+    if answered.decision is None or not answered.decision.patch:
+        return answered
+    # the patch is in the reply already: not pickled back a second time
+    return dataclasses.replace(answered, decision=dataclasses.replace(decision, patch=()))
