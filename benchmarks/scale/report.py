@@ -11,6 +11,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from benchmarks.common.report import markdown_table, number, percentile
 
 LIMIT_MIB = 384
@@ -63,6 +65,10 @@ class SizeFigures:
     churn_changes: int = 0
     churn_seconds: float = math.nan
     churn_failed: int = 0
+    churn_events: int = 0
+    """Node watch events the replica applied while the churn ran (and a second after)."""
+    churn_snapshots: int = 0
+    """Of those, the ones that changed its inventory: each a new snapshot."""
     churn_peak_pss: float = math.nan
     audit_seconds: float = math.nan
     audit_peak_pss: float = math.nan
@@ -127,6 +133,21 @@ def request_counts(metrics: str) -> dict[str, int]:
     return dict(counts)
 
 
+def node_event_counts(metrics: str) -> tuple[int, int]:
+    """A replica's node watch events applied and, of them, changes, from its /metrics
+    text; (0, 0) for a replica that does not count them."""
+    found = {"events": 0, "changes": 0}
+    for family in text_string_to_metric_families(metrics):
+        for sample in family.samples:
+            if sample.labels.get("kind") != "nodes":
+                continue
+            if sample.name == "gpu_admission_inventory_watch_events_total":
+                found["events"] = int(sample.value)
+            elif sample.name == "gpu_admission_inventory_changes_total":
+                found["changes"] = int(sample.value)
+    return found["events"], found["changes"]
+
+
 def request_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     """The requests counted between two reads, the ones that grew only."""
     grown = {key: after[key] - before.get(key, 0) for key in after}
@@ -167,6 +188,10 @@ def table(sizes: Sequence[SizeFigures]) -> str:
         (
             "  node changes/s made (failed)",
             [f"{_cell(s.churn_rate)} ({s.churn_failed})" for s in sizes],
+        ),
+        (
+            "  node events the replica applied (changes)",
+            [f"{s.churn_events:,} ({s.churn_snapshots:,})" for s in sizes],
         ),
         ("  p99 churn / idle", [_cell(s.churn_ratio, 2) for s in sizes]),
         ("  replica PSS peak in churn, MiB", [_cell(s.churn_peak_pss) for s in sizes]),

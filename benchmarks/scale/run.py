@@ -57,6 +57,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -82,6 +83,7 @@ from benchmarks.scale.report import (
     Latency,
     SizeFigures,
     chart_values,
+    node_event_counts,
     request_counts,
     request_delta,
     request_lines,
@@ -195,10 +197,13 @@ class Replica:
         work.mkdir(parents=True, exist_ok=True)
         self.pki = make_pki(work)
         self.port = free_port()
+        self.metrics_port = free_port()
         self.log = work / "serve.log"
         extra = ("--kubeconfig", str(kubeconfig), "--policy", str(policy), "--audit-interval", "0")
         self.started = time.monotonic()
-        self.server = start_server(REPOSITORY, self.pki, self.port, self.log, free_port(), extra)
+        self.server = start_server(
+            REPOSITORY, self.pki, self.port, self.log, self.metrics_port, extra
+        )
         self.context = ssl.create_default_context(cafile=str(self.pki.ca))
 
     @property
@@ -233,6 +238,13 @@ class Replica:
         finally:
             connection.close()
         raise SystemExit(f"the inventory did not sync within {timeout:.0f} s; see {self.log}")
+
+    def node_events(self) -> tuple[int, int]:
+        """The node watch events the replica applied so far, and how many changed its
+        inventory (``gpu_admission_inventory_*_total``); (0, 0) if it does not say."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            return node_event_counts(reply.read().decode())
 
     def stop(self) -> None:
         stop_server(self.server)
@@ -425,6 +437,7 @@ def measure_replica(
             figures.idle = reviewer.window(args.review_rate, args.seconds)
             figures.load["idle"] = os.getloadavg()
             changes = Churn(cluster, figures.nodes, args.churn_rate)
+            events_before = replica.node_events()
             with sampling(replica.pid) as sampler:
                 changes.start()
                 try:
@@ -433,6 +446,10 @@ def measure_replica(
                     figures.load["churn"] = os.getloadavg()
                 finally:
                     changes.finish()
+            time.sleep(1.0)  # the last changes on their way to the replica
+            events_after = replica.node_events()
+            figures.churn_events = events_after[0] - events_before[0]
+            figures.churn_snapshots = events_after[1] - events_before[1]
             figures.churn_peak_pss = sampler.peak[1]
             figures.churn_changes, figures.churn_failed = changes.made, changes.failed
             figures.churn_seconds = changes.seconds

@@ -17,6 +17,7 @@ from benchmarks.scale.report import (
     Latency,
     SizeFigures,
     chart_values,
+    node_event_counts,
     request_counts,
     request_delta,
     table,
@@ -25,6 +26,7 @@ from benchmarks.scale.report import (
 from benchmarks.scale.run import PODS_PER_NAMESPACE, binaries, main, parse_args, sizes_of
 from tests.e2e.build_controlplane import GoToolchainMissing
 from webhook.engine.inventory import node_facts
+from webhook.http.metrics import Metrics
 from webhook.policy import load_policy_text
 from webhook.service.inventory import inventory_label_keys, inventory_options
 
@@ -167,6 +169,14 @@ def figures(nodes: int, pss: float, audit_pss: float) -> SizeFigures:
     return size
 
 
+def test_a_replicas_node_events_are_read_from_its_metrics() -> None:
+    metrics = Metrics()
+    metrics.watch_inventory(lambda: {}, lambda: {"nodes": (40, 25), "resourceslices": (9, 9)})
+
+    assert node_event_counts(metrics.exposition().decode()) == (40, 25)
+    assert node_event_counts("") == (0, 0)
+
+
 def test_the_table_has_a_column_per_size_and_the_load() -> None:
     small = figures(1000, 150.0, 90.0)
     text = table([small, figures(5000, 200.0, 92.0)])
@@ -218,6 +228,7 @@ def test_a_tiny_run_goes_through_every_part(capsys: pytest.CaptureFixture[str]) 
     assert size.idle.count and not size.idle.failed
     assert size.churn.count and not size.churn.failed
     assert size.churn_changes and not size.churn_failed
+    assert size.churn_events >= size.churn_snapshots > 0  # the changes reached the replica
     assert size.audit_exit == 1  # the pods setting NVIDIA_VISIBLE_DEVICES are denied
     assert size.audit_pages >= 1
     assert set(size.load) == {"sync", "idle", "churn", "audit"}

@@ -337,6 +337,7 @@ def test_facts_that_stay_equal_stay_the_same_objects(
     follow(watcher, lambda inv: all(node_named(inv, n) for n in names), "both nodes")
     before = watcher.current
     published = len(snapshots)
+    counted = watcher.status().nodes
 
     controlplane.kubectl(
         "label", "node", names[0], "nvidia.com/gfd.timestamp=1764633600", "--overwrite"
@@ -363,6 +364,13 @@ def test_facts_that_stay_equal_stay_the_same_objects(
     assert changes is not None
     assert [new.name for _, new in changes] == [names[1]]
     assert node_named(after, names[0]) is node_named(before, names[0])
+    # both events counted, one of them a change (gpu_admission_inventory_* metrics)
+    counts = wait_for(
+        lambda: (now := watcher.status().nodes).events - counted.events >= 2 and now,
+        10,
+        "both watch events counted",
+    )
+    assert counts.changes - counted.changes == len(snapshots) - published == 1
 
 
 def test_before_the_first_sync_nothing_is_known(

@@ -269,3 +269,23 @@ def test_reviews_counted_as_plain_numbers_scrape_as_prometheus_clients_own_serie
         }
 
     assert samples(ours) == samples(theirs)
+
+
+def test_the_live_inventorys_watch_events_and_changes_are_counted_by_kind() -> None:
+    metrics = Metrics()
+    events = {"nodes": (12, 3), "priorityclasses": (1, 0)}
+    metrics.watch_inventory(lambda: {"nodes": 0.5, "priorityclasses": 0.5}, lambda: events)
+
+    samples = {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(metrics.exposition().decode())
+        for sample in family.samples
+    }
+
+    assert value(samples, "gpu_admission_inventory_watch_events_total", kind="nodes") == 12
+    assert value(samples, "gpu_admission_inventory_changes_total", kind="nodes") == 3
+    events["nodes"] = (13, 3)  # read again at each scrape
+    assert (
+        'gpu_admission_inventory_watch_events_total{kind="nodes"} 13.0'
+        in metrics.exposition().decode()
+    )

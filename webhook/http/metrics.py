@@ -32,6 +32,9 @@ only what it saw. The series:
 - ``gpu_admission_inventory_sync_age_seconds{kind}``: seconds since that cache was last
   known current (a list, a watch event or bookmark, or a watch that ended normally);
   +Inf before its first sync.
+- ``gpu_admission_inventory_watch_events_total{kind}``: watch events the live cache of
+  that kind applied (bookmarks included); ``gpu_admission_inventory_changes_total{kind}``:
+  those that changed what it holds, each a new snapshot for the engine.
 - ``gpu_admission_webhook_configuration_mismatch{webhook}``: 1 for each webhook whose
   installed configuration does not send what the policy serving now needs (rules,
   namespace opt-in, objectSelector, matchConditions; ``webhook.install.scope``), 0 for
@@ -199,9 +202,16 @@ class Metrics:
         )
         expiry.set_function(lambda: state.not_after.timestamp())
 
-    def watch_inventory(self, ages: Callable[[], Mapping[str, float | None]]) -> None:
+    def watch_inventory(
+        self,
+        ages: Callable[[], Mapping[str, float | None]],
+        events: Callable[[], Mapping[str, tuple[int, int]]] | None = None,
+    ) -> None:
         """Report the live inventory: ``ages()`` gives, by kind, the seconds since the
-        cache was known current, None for a kind never synced."""
+        cache was known current, None for a kind never synced; ``events()``, by kind, the
+        watch events applied and how many of them changed the cache."""
+        if events is not None:
+            self.registry.register(WatchEvents(events))
         synced = Gauge(
             "gpu_admission_inventory_synced",
             "1 once the live cache of this kind has synced; 0 while static figures serve.",
@@ -269,6 +279,31 @@ class ReviewCounts(Collector):
             cumulative = [sum(counts[: index + 1]) for index in range(len(bounds))]
             durations.add_metric([webhook], list(zip(bounds, cumulative, strict=True)), counts[-1])
         yield durations
+
+
+class WatchEvents(Collector):
+    """``gpu_admission_inventory_watch_events_total{kind}`` and
+    ``gpu_admission_inventory_changes_total{kind}``, read from the watches at each scrape."""
+
+    def __init__(self, events: Callable[[], Mapping[str, tuple[int, int]]]) -> None:
+        self._events = events
+
+    def collect(self) -> Iterator[Metric]:
+        received = CounterMetricFamily(
+            "gpu_admission_inventory_watch_events",
+            "Watch events the live inventory applied, by kind (bookmarks included).",
+            labels=["kind"],
+        )
+        changed = CounterMetricFamily(
+            "gpu_admission_inventory_changes",
+            "Watch events that changed what the live inventory holds, by kind.",
+            labels=["kind"],
+        )
+        for kind, (events, changes) in self._events().items():
+            received.add_metric([kind], events)
+            changed.add_metric([kind], changes)
+        yield received
+        yield changed
 
 
 def _as_le(bound: float) -> str:

@@ -235,6 +235,11 @@ class InventoryWatcher:
         now = time.monotonic()
         return {status.kind: status.age(now) for status in self.status().kinds()}
 
+    def watch_events(self) -> dict[str, tuple[int, int]]:
+        """Watch events applied so far and, of them, those that changed the cache, by
+        kind (as ``sync_age_seconds``)."""
+        return {status.kind: (status.events, status.changes) for status in self.status().kinds()}
+
     def interrupt(self, resume_from: str | None = None) -> None:
         """End the live watch streams early, as the server's timeout does; each resumes
         from its last resourceVersion, or from ``resume_from`` if given (a test hook: a

@@ -180,6 +180,12 @@ class KindStatus:
     """Successful LISTs so far (the first sync and every relist)."""
     last_error: str | None
     """Why the latest attempt failed, or None while it works."""
+    events: int = 0
+    """Watch events applied so far (bookmarks included)."""
+    changes: int = 0
+    """Of those, the events that changed the cache's facts, each publishing a snapshot
+    (a change of what the engine does not keep, GPU Feature Discovery's timestamp label
+    say, is an event and no change)."""
 
     def age(self, now: float | None = None) -> float | None:
         """Seconds since the cache was known current, or None if never synced."""
@@ -232,6 +238,8 @@ class Reflector(Generic[Facts, View]):
         self._current_at: float | None = None
         self._resource_version: str | None = None
         self._lists = 0
+        self._events = 0
+        self._changes = 0
         self._error: str | None = None
         self._logged_error: str | None = None
         self._response: Any = None
@@ -431,13 +439,18 @@ class Reflector(Generic[Facts, View]):
         if changed:
             self.view = self._freeze(self._store)
             self._publish()
-        self._touch(resource_version if isinstance(resource_version, str) else None)
+        self._touch(resource_version if isinstance(resource_version, str) else None, changed)
         self._backoff.reset()
         self._logged_error = None
         self._expired_streak = 0
 
-    def _touch(self, resource_version: str | None = None) -> None:
+    def _touch(self, resource_version: str | None = None, changed: bool | None = None) -> None:
+        """The cache is current (at ``resource_version``); ``changed`` is given for a watch
+        event applied: whether it changed the facts."""
         with self._lock:
+            if changed is not None:
+                self._events += 1
+                self._changes += changed
             if resource_version:
                 self._resource_version = resource_version
             self._current_at = time.monotonic()
@@ -470,6 +483,8 @@ class Reflector(Generic[Facts, View]):
                 resource_version=self._resource_version,
                 lists=self._lists,
                 last_error=self._error,
+                events=self._events,
+                changes=self._changes,
             )
 
 

@@ -213,7 +213,7 @@ def _live_inventory(
     readiness.checks["inventory"] = lambda: inventory_readiness(
         watcher.status(), watcher.current, engine().policy
     )
-    metrics.watch_inventory(watcher.sync_age_seconds)
+    metrics.watch_inventory(watcher.sync_age_seconds, watcher.watch_events)
     return _LiveInventory(
         watcher,
         functools.partial(fetch_scale_target, api),
