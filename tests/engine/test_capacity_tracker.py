@@ -72,7 +72,7 @@ def node_facts(draw: st.DrawFn, name: str) -> NodeFacts:
                 st.sampled_from(
                     ["nvidia.com/gpu", "nvidia.com/mig-1g.5gb", "nvidia.com/gpu.shared", "x/y"]
                 ),
-                st.integers(1, 8),
+                st.integers(0, 8),  # 0: a device plugin that reports its GPUs unhealthy
                 max_size=3,
             )
         ).items()
@@ -144,7 +144,7 @@ def step(draw: st.DrawFn, cluster: Cluster) -> None:
     if what == "node":
         cluster.set_node(draw(node_facts(name)), name)
     elif what == "allocatable" and known is not None:
-        amount = Decimal(draw(st.integers(1, 8)))
+        amount = Decimal(draw(st.integers(0, 8)))
         allocatable = {**known.allocatable, "nvidia.com/gpu": amount}
         cluster.set_node(dataclasses.replace(known, allocatable=allocatable), name)
     elif what == "equal" and known is not None:

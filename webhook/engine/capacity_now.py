@@ -333,7 +333,7 @@ class _PoolSummed:
         for before, one in pairs:
             members[self.at[one.facts.name]] = one
             for key, amount in before.amounts():
-                totals[key] -= amount
+                totals[key] = totals.get(key, Decimal(0)) - amount
                 touched.add(key)
             fresh[one.facts.name] = dict(one.amounts())
             for key, amount in fresh[one.facts.name].items():
@@ -342,11 +342,17 @@ class _PoolSummed:
         largest = dict(self.now.largest)
         for key in touched:
             if not totals[key]:
-                del totals[key]
-                largest.pop(key, None)
+                # A sum of nothing left, or of nodes that have none of it (allocatable 0):
+                # as summed whole, the key stays while a node names it.
+                found = _scanned(members, key)
+                if found is None:
+                    del totals[key]
+                    largest.pop(key, None)
+                else:
+                    largest[key] = found
                 continue
             leader = _leader(largest.get(key), key, fresh)
-            largest[key] = leader if leader is not None else _scanned(members, key)
+            largest[key] = leader if leader is not None else _scanned_named(members, key)
         now = self.now
         if any(b.place.model != o.place.model for b, o in pairs):
             models = frozenset(one.place.model for one in members if one.place.model is not None)
@@ -372,12 +378,18 @@ def _leader(
     return min(candidates, key=lambda found: (-found.amount, found.node), default=None)
 
 
-def _scanned(members: list[_NodeRead], key: _Key) -> Largest:
+def _scanned(members: list[_NodeRead], key: _Key) -> Largest | None:
+    """The node with the most of `key`, the first by name on a tie; None when none names it."""
     best: Largest | None = None
     for one in members:
         for found, amount in one.amounts():
             if found == key and (best is None or amount > best.amount):
                 best = Largest(amount, one.facts.name)
+    return best
+
+
+def _scanned_named(members: list[_NodeRead], key: _Key) -> Largest:
+    best = _scanned(members, key)
     assert best is not None, "a key with a total has a node"
     return best
 
