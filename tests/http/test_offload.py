@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import types
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +17,10 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.builders import container, pod
+from tests.builders import container, mutated, pod
 from tests.conftest import Review
 from webhook.engine import AdmissionRequest, Decision, Engine
-from webhook.engine.inventory import Inventory
+from webhook.engine.inventory import Inventory, NodeFacts, Taint
 from webhook.http.app import INLINE_BODY_BYTES, create_app
 from webhook.http.metrics import Metrics
 from webhook.http.offload import ReviewWorker
@@ -77,6 +78,47 @@ def test_a_large_body_gets_from_the_worker_the_answer_the_event_loop_gives(
 
     assert answered == expected
     assert answered["uid"] == "large-1"
+
+
+def gpu_node(name: str, pool: str, gpus: int) -> NodeFacts:
+    taints = (Taint("gpu-pool", pool, "NoSchedule"),)
+    labels = {"gpu-pool": pool, "nvidia-gpu-model": "A100"}
+    return NodeFacts(name, labels, True, {"nvidia.com/gpu": Decimal(gpus)}, taints)
+
+
+def test_the_worker_judges_against_each_new_inventory_sent_as_what_changed(
+    engine: Engine, review: Review
+) -> None:
+    """The inventory changes under the worker: a node of the pool loses its GPUs, then
+    gets them back, then a node joins; each large review is answered as on the loop."""
+    nodes = tuple(gpu_node(f"inference-{i}", "inference", 8) for i in range(4))
+    drained = (*nodes[:3], gpu_node("inference-3", "inference", 0))
+    emptied = tuple(gpu_node(node.name, "inference", 0) for node in nodes)
+    inventories = [
+        Inventory(nodes=nodes),
+        Inventory(nodes=emptied),  # most nodes changed: sent whole
+        Inventory(nodes=(*emptied[:3], nodes[3])),  # one node changed: sent as a patch
+        Inventory(nodes=drained),
+        Inventory(nodes=(*nodes, gpu_node("inference-4", "inference", 8))),  # a node joined
+    ]
+    now = [inventories[0]]
+    placed = mutated(engine, pod("inference", containers=[container(gpus=1)]), inventories[0])
+    placed["metadata"]["annotations"] = {"padding": "x" * INLINE_BODY_BYTES}
+    body = orjson.dumps(review(placed, uid="large-changing"))
+    worker = ReviewWorker()
+    try:
+        in_the_worker = TestClient(create_app(lambda: engine, worker=worker, inventory=lambda: now[0]))  # fmt: skip
+        on_the_loop = TestClient(create_app(lambda: engine, inventory=lambda: now[0]))
+        answers = []
+        for inventory in inventories:
+            now[0] = inventory
+            expected = response_of(on_the_loop.post("/validate", content=body))
+            assert response_of(in_the_worker.post("/validate", content=body)) == expected
+            answers.append(expected["allowed"])
+    finally:
+        worker.stop()
+
+    assert answers == [True, False, True, True, True]  # the inventories made a difference
 
 
 def test_a_large_body_that_is_not_a_review_gets_400_from_the_worker(

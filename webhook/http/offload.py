@@ -18,9 +18,11 @@ One worker, judging one review at a time: a large review costs about 100 MiB at 
 peak, so two at once would not fit the Deployment's 256 MiB next to the server itself.
 The HTTP edge bounds how many large bodies wait for it (``webhook.http.body``).
 
-The worker gets the engine and the live inventory pickled with each job; both are
-pickled once per object (a policy reload or an inventory change makes a new one) and
-kept in the worker as long as the same bytes come. A worker that dies (killed for
+The worker gets the engine pickled with each job, pickled once per object (a policy
+reload makes a new one) and kept in the worker as long as the same bytes come. Of the
+live inventory it gets what changed since the inventory it holds
+(``webhook.http.inventory_updates``): the whole of it only for its first job, and when
+nodes or slices come or go. A worker that dies (killed for
 memory, say) fails the reviews it held, and the next large review starts a new one.
 
 A worker that has not answered a job ``deadline_seconds`` after it was handed over
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import multiprocessing
 import os
@@ -56,6 +59,13 @@ from typing import Any, TypeVar
 from webhook.engine import Engine
 from webhook.engine.inventory import Inventory
 from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
+from webhook.http.inventory_updates import (
+    Held,
+    InventoryUpdate,
+    StaleInventory,
+    applied,
+    update_from,
+)
 from webhook.http.judging import Judged, encode, judge_body
 from webhook.http.memory import give_back, keep_large_blocks_mapped
 from webhook.http.policy_check import PolicyQuestion, policy_verdict
@@ -95,6 +105,9 @@ class ReviewWorker:
         self.on_restart = on_restart
         self._executor: ProcessPoolExecutor | None = None
         self._pickled: dict[str, tuple[object, bytes]] = {}
+        self._sent: tuple[ProcessPoolExecutor, Held] | None = None
+        """The worker the last inventory was sent to, its version and the inventory."""
+        self._versions = itertools.count(1)
 
     def start(self) -> None:
         self._running().submit(_warm)
@@ -111,27 +124,48 @@ class ReviewWorker:
         judging it, or was killed past its deadline. A worker that died while idle is
         replaced for this review. With `claims` None, a review naming templates or claims
         comes back not judged, saying which to read (see ``judge_body``)."""
+        pickled_engine = self._pickle("engine", engine)
+
+        def job(executor: ProcessPoolExecutor) -> tuple[Any, ...]:
+            update = self._update_for(executor, inventory)
+            return (_judge_pickled, webhook, pickled_engine, update, body, claims)
+
         try:
-            return await self._call(
-                _judge_pickled,
-                webhook,
-                self._pickle("engine", engine),
-                self._pickle("inventory", inventory),
-                body,
-                claims,
-            )
+            try:
+                answered: Judged = await self._call_with(job)
+            except StaleInventory:
+                self._sent = None  # never expected: the next job sends the whole
+                answered = await self._call_with(job)
+            return answered
         except WorkerFailed as failed:
             return Judged(503, encode({"error": failed.message}))
+
+    def _update_for(self, executor: ProcessPoolExecutor, inventory: Inventory) -> InventoryUpdate:
+        """``inventory`` as a change from the one the worker ``executor`` runs was last
+        sent (whole if it was sent none); remembered as sent."""
+        sent = self._sent
+        held = sent[1] if sent is not None and sent[0] is executor else None
+        version = next(self._versions)
+        update = update_from(held, inventory, version)
+        self._sent = (executor, (version, inventory))
+        return update
 
     async def check_policy(self, question: PolicyQuestion) -> str | None:
         """``policy_verdict`` of ``question`` in the worker. Raises WorkerFailed."""
         return await self._call(policy_verdict, question)
 
     async def _call(self, function: Callable[..., T], *args: Any) -> T:
+        result: T = await self._call_with(lambda _: (function, *args))
+        return result
+
+    async def _call_with(self, job_for: Callable[[ProcessPoolExecutor], tuple[Any, ...]]) -> Any:
+        """The job ``job_for`` gives for the running worker (a function and its
+        arguments), run there; a worker that died while idle is replaced, and the job
+        made again for the new one."""
         for _ in range(2):
             executor = self._running()
             try:
-                job: Future[T] = executor.submit(function, *args)
+                job: Future[Any] = executor.submit(*job_for(executor))
             except BrokenProcessPool:
                 self._lost(executor, DIED)
                 continue
@@ -199,6 +233,8 @@ def _stop(executor: ProcessPoolExecutor, wait: bool = False) -> None:
 # ------------------------------------------------------------------ in the worker
 
 _unpickled: dict[bytes, object] = {}
+_held: Held | None = None
+"""The inventory this worker was last sent, and its version."""
 
 
 WORKER_NICENESS = 10
@@ -216,13 +252,15 @@ def _warm() -> None:
 def _judge_pickled(
     webhook: str,
     engine: bytes,
-    inventory: bytes,
+    inventory: InventoryUpdate,
     body: bytes | bytearray,
     claims: ClaimObjects | None,
 ) -> Judged:
+    global _held
     current = _cached(engine)
-    now = _cached(inventory)
-    assert isinstance(current, Engine) and isinstance(now, Inventory)
+    assert isinstance(current, Engine)
+    now = applied(_held, inventory)
+    _held = (inventory.version, now)
     keep_large_blocks_mapped()  # cheap, and a restarted worker needs it too
     try:
         return judge_body(webhook, current, body, now, claims)
@@ -232,7 +270,7 @@ def _judge_pickled(
 
 def _cached(data: bytes) -> object:
     """The object pickled in ``data``, unpickled again only when ``data`` changes (the
-    previous one of its kind is dropped: at most one engine and one inventory live here)."""
+    previous one of its kind is dropped: at most one engine lives here)."""
     found = _unpickled.get(data)
     if found is None:
         found = pickle.loads(data)
