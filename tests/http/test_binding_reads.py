@@ -15,10 +15,18 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.builders import claim_spec, claiming_container, dra_engine, pod, pod_create
+from tests.builders import (
+    claim_spec,
+    claim_template,
+    claiming_container,
+    dra_engine,
+    pod,
+    pod_create,
+)
+from tests.conftest import admission_review
 from webhook.engine import Engine
 from webhook.engine.binding import BOUND_POD
-from webhook.engine.claims import CLAIM, ClaimSource
+from webhook.engine.claims import CLAIM, TEMPLATE, ClaimSource
 from webhook.engine.pod_claims import ClaimObjects
 from webhook.http.app import create_app
 from webhook.http.claim_reader import CONCURRENT_POD_READS, ClaimReader
@@ -164,3 +172,35 @@ def test_pods_are_read_few_at_a_time_apart_from_claims(dra: Engine) -> None:
     asyncio.run(all_at_once())
 
     assert cluster.most_pods_in_flight == CONCURRENT_POD_READS
+
+
+def test_a_binding_reads_the_template_afresh_though_the_create_just_read_it(
+    dra: Engine,
+) -> None:
+    """The template is read at the pod's CREATE and kept a second for the reviews that
+    name it again; the binding, the last check before the pod runs, reads it again."""
+    obj = pod("inference", name="server", containers=[claiming_container("app", "gpu")])
+    obj["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+    template = claim_template("one-gpu")
+    at_create = ClaimObjects(found={ClaimSource(TEMPLATE, "one-gpu"): template})
+    patch = dra.mutate(pod_create(obj), claims=at_create).patch
+    objects = {
+        ClaimSource(BOUND_POD, "server"): jsonpatch.apply_patch(obj, list(patch)),
+        ClaimSource(TEMPLATE, "one-gpu"): template,
+    }
+    reads: list[ClaimSource] = []
+
+    def read(namespace: str, source: ClaimSource) -> Mapping[str, Any] | None:
+        reads.append(source)
+        return objects.get(source)
+
+    client = TestClient(create_app(lambda: dra, claims=read))
+    created = client.post("/mutate", content=orjson.dumps(admission_review(obj, namespace="ml")))
+    bound = client.post("/validate", content=binding_review())
+
+    assert created.json()["response"]["allowed"] and bound.json()["response"]["allowed"]
+    assert reads == [
+        ClaimSource(TEMPLATE, "one-gpu"),
+        ClaimSource(BOUND_POD, "server"),
+        ClaimSource(TEMPLATE, "one-gpu"),
+    ]

@@ -167,3 +167,41 @@ def test_a_large_pod_is_judged_in_the_worker_with_its_claims_read(
     assert cluster.reads == [("ml", ClaimSource(TEMPLATE, "nine-gpus"))]
     if endpoint == "/validate":
         assert "pod claims 9 GPUs" in answered["status"]["message"]
+
+
+def test_a_template_named_again_within_a_second_is_read_once(dra: Engine, review: Review) -> None:
+    cluster = Cluster()
+    client = TestClient(create_app(lambda: dra, claims=cluster.read))
+    body = orjson.dumps(review(claiming_pod(gpu="one-gpu")))
+
+    first = client.post("/mutate", content=body).json()["response"]
+    again = client.post("/mutate", content=body).json()["response"]
+
+    assert first == again and first["allowed"]
+    assert cluster.reads == [("ml", ClaimSource(TEMPLATE, "one-gpu"))]
+
+
+def test_a_template_not_found_is_read_again_at_the_next_review(dra: Engine, review: Review) -> None:
+    cluster = Cluster()
+    client = TestClient(create_app(lambda: dra, claims=cluster.read))
+    body = orjson.dumps(review(claiming_pod(gpu="absent")))
+
+    client.post("/validate", content=body)
+    client.post("/validate", content=body)
+
+    assert len(cluster.reads) == 2
+
+
+def test_a_binding_reads_its_template_afresh(dra: Engine, review: Review) -> None:
+    cluster = Cluster()
+    reader = ClaimReader(cluster.read, 10.0)
+    source = ClaimSource(TEMPLATE, "one-gpu")
+
+    async def reads() -> None:
+        await reader.read_all("ml", (source,))
+        await reader.read_all("ml", (source,))
+        await reader.read_all("ml", (source,), fresh=True)
+
+    asyncio.run(reads())
+
+    assert cluster.reads == [("ml", source), ("ml", source)]

@@ -24,9 +24,10 @@ import anyio
 import anyio.to_thread
 
 from webhook.engine import AdmissionRequest, Engine
-from webhook.engine.binding import BOUND_POD
-from webhook.engine.claims import ClaimSource
+from webhook.engine.binding import BINDING, BOUND_POD
+from webhook.engine.claims import TEMPLATE, ClaimSource
 from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
+from webhook.http.recent_templates import RecentTemplates
 
 log = logging.getLogger("gpu_admission.http")
 
@@ -52,6 +53,10 @@ class ClaimReader:
 
     _pod_threads: anyio.CapacityLimiter | None = field(default=None, init=False, repr=False)
 
+    recent: RecentTemplates = field(default_factory=RecentTemplates)
+    """Templates found in the last second, handed to the reviews that name them again
+    (never to a binding's, which reads afresh)."""
+
     def _limiter_of(self, source: ClaimSource) -> anyio.CapacityLimiter:
         if source.kind == BOUND_POD:
             if self._pod_threads is None:
@@ -70,12 +75,14 @@ class ClaimReader:
         if not sources:
             return NO_CLAIMS
         deadline = time.monotonic() + self.seconds
-        read = await self.read_all(request.namespace, sources, request.uid)
+        fresh = request.subresource == BINDING
+        read = await self.read_all(request.namespace, sources, request.uid, fresh=fresh)
         more = tuple(s for s in engine.claim_sources(request, read) if s not in sources)
         if not more:
             return read
         left = max(deadline - time.monotonic(), 0.0)
-        return _merged(read, await self.read_all(request.namespace, more, request.uid, left))
+        then = await self.read_all(request.namespace, more, request.uid, left, fresh=fresh)
+        return _merged(read, then)
 
     async def read_all(
         self,
@@ -83,10 +90,20 @@ class ClaimReader:
         sources: tuple[ClaimSource, ...],
         uid: str = "",
         seconds: float | None = None,
+        *,
+        fresh: bool = False,
     ) -> ClaimObjects:
         """Each of `sources` in `namespace`, read at once, waiting at most `seconds`
-        (``seconds`` when None)."""
+        (``seconds`` when None); a template found in the last second as it was then,
+        unless `fresh`."""
         seconds = self.seconds if seconds is None else seconds
+        found: dict[ClaimSource, Any] = {}
+        if not fresh:
+            for source in sources:
+                if source.kind == TEMPLATE:
+                    template = self.recent.get(namespace, source.name)
+                    if template is not None:
+                        found[source] = template
         reads = {
             source: asyncio.ensure_future(
                 anyio.to_thread.run_sync(
@@ -94,9 +111,10 @@ class ClaimReader:
                 )
             )
             for source in sources
+            if source not in found
         }
-        await asyncio.wait(reads.values(), timeout=seconds)
-        found: dict[ClaimSource, Any] = {}
+        if reads:
+            await asyncio.wait(reads.values(), timeout=seconds)
         missing: set[ClaimSource] = set()
         unreadable: dict[ClaimSource, str] = {}
         for source, read in reads.items():
@@ -109,6 +127,8 @@ class ClaimReader:
                 missing.add(source)
             else:
                 found[source] = read.result()
+                if source.kind == TEMPLATE:
+                    self.recent.keep(namespace, source.name, found[source])
         if unreadable:
             log.warning(
                 "cannot read the claims a pod names",
