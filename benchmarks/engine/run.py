@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import copy
 import cProfile
+import dataclasses
 import gc
 import math
 import os
@@ -41,7 +42,7 @@ import orjson
 
 from benchmarks.common.report import markdown_table, this_cpu_model
 from webhook.engine import AdmissionRequest, Decision, Engine
-from webhook.engine.capacity_now import capacity_now
+from webhook.engine.capacity_now import CapacityTracker, capacity_now
 from webhook.engine.claims import TEMPLATE, ClaimSource
 from webhook.engine.inventory import (
     UNKNOWN,
@@ -449,6 +450,26 @@ def live_inventory(nodes: int) -> Inventory:
     return Inventory(nodes=tuple(facts), priority_classes=classes, resource_slices=tuple(slices))
 
 
+def measure_capacity_followed(engine: Engine, inventory: Inventory, rounds: int) -> list[int]:
+    """What each change of the live inventory costs: one node's allocatable GPUs changed,
+    the pools' capacity followed from the last inventory (``CapacityTracker``)."""
+    assert inventory.nodes is not None
+    tracker = CapacityTracker(engine.policy)
+    tracker.now(inventory)
+    samples: list[int] = []
+    clock = time.perf_counter_ns
+    nodes = list(inventory.nodes)
+    for step in range(rounds):
+        index = (step * 97) % len(nodes)
+        gpus = Decimal(8 - step % 3)
+        nodes[index] = dataclasses.replace(nodes[index], allocatable={"nvidia.com/gpu": gpus})
+        changed = dataclasses.replace(inventory, nodes=tuple(nodes))
+        start = clock()
+        tracker.now(changed)
+        samples.append(clock() - start)
+    return samples
+
+
 def measure_unkept(all_cases: list[Case], rounds: int) -> dict[str, list[int]]:
     """The reviews of ``measure_engine`` by an engine that keeps no answer: what the first
     pod of each template and placement costs (the other rows' pods repeat, as the
@@ -462,7 +483,7 @@ def measure_unkept(all_cases: list[Case], rounds: int) -> dict[str, list[int]]:
 
 
 def measure_capacity_now(engine: Engine, inventory: Inventory, rounds: int) -> list[int]:
-    """What each change of the live inventory costs: working out what every pool has now."""
+    """What every pool has now, worked out from nothing: what the first sync costs."""
     samples: list[int] = []
     clock = time.perf_counter_ns
     for _ in range(rounds):
@@ -697,7 +718,8 @@ def main(argv: list[str] | None = None) -> None:
     start = time.perf_counter_ns()
     live = measure_engine(engine, all_cases, args.rounds, inventory)
     live_wall = time.perf_counter_ns() - start
-    changes = measure_capacity_now(engine, inventory, max(10, args.rounds // 100))
+    cold = measure_capacity_now(engine, inventory, max(10, args.rounds // 100))
+    changes = measure_capacity_followed(engine, inventory, max(10, args.rounds // 10))
     unkept = measure_unkept(all_cases, args.rounds)
 
     every = [s for per_case in samples.values() for s in per_case]
@@ -706,11 +728,12 @@ def main(argv: list[str] | None = None) -> None:
     noop_row = Row.of("baseline: no-op review (ConfigMap)", baseline_noop)
     live_every = [s for per_case in live.values() for s in per_case]
     live_row = Row.of(f"all kinds, live inventory of {args.nodes:,} nodes", live_every, live_wall)
-    change_row = Row.of(f"inventory change: capacity_now of {args.nodes:,} nodes", changes)
+    cold_row = Row.of(f"capacity of {args.nodes:,} nodes from nothing (first sync)", cold)
+    change_row = Row.of(f"inventory change: capacity of {args.nodes:,} nodes followed", changes)
     unkept_every = [s for per_case in unkept.values() for s in per_case]
     unkept_row = Row.of("all kinds, nothing kept (each pod a first replica)", unkept_every)
     rows = [Row.of(name, s) for name, s in samples.items()] + [overall, unkept_row]
-    rows += [live_row, change_row]
+    rows += [live_row, cold_row, change_row]
     rows += [json_row, noop_row]
     if not args.no_http:
         rows.append(

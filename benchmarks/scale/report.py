@@ -21,6 +21,9 @@ HEADROOM = 0.75
 """A replica's memory is under its limit "with room to spare" below this share of it."""
 SYNC_TARGET_SECONDS = 30.0
 CHURN_RATIO_TARGET = 2.0
+REACHED_SHARE = 0.9
+"""The churn's p99 is judged only when at least this share of its allocatable changes
+reached the replica (as changes of its inventory): else the churn measured nothing."""
 AUDIT_FLAT_TOLERANCE = 1.25
 """The audit's peak memory is flat in the pod count when the largest size's is within
 this factor of the smallest's."""
@@ -88,6 +91,13 @@ class SizeFigures:
         if not self.idle.samples or not self.churn.samples:
             return math.nan
         return self.churn.p99_ms / self.idle.p99_ms
+
+    @property
+    def churn_reached(self) -> float:
+        """The share of the allocatable changes made (every other change) that the replica
+        applied as a change of its inventory."""
+        allocatable = self.churn_changes // 2
+        return self.churn_snapshots / allocatable if allocatable else math.nan
 
     @property
     def churn_rate(self) -> float:
@@ -255,13 +265,19 @@ def verdicts(sizes: Sequence[SizeFigures]) -> list[str]:
                 f"{SYNC_TARGET_SECONDS:.0f} s",
             )
         )
-        lines.append(
-            _verdict(
-                s.churn_ratio <= CHURN_RATIO_TARGET,
-                f"{at}: review p99 under churn {_cell(s.churn_ratio, 2)} times idle, within "
-                f"{CHURN_RATIO_TARGET:g}",
+        if s.churn_reached < REACHED_SHARE:
+            lines.append(
+                f"- not measured: {at}: review p99 under churn, only {s.churn_snapshots:,} of "
+                f"the {s.churn_changes // 2:,} allocatable changes made reached the replica"
             )
-        )
+        else:
+            lines.append(
+                _verdict(
+                    s.churn_ratio <= CHURN_RATIO_TARGET,
+                    f"{at}: review p99 under churn {_cell(s.churn_ratio, 2)} times idle, "
+                    f"within {CHURN_RATIO_TARGET:g} ({s.churn_snapshots:,} changes reached it)",
+                )
+            )
         lines.append(
             _verdict(
                 s.audit_peak_pss <= budget,

@@ -339,10 +339,13 @@ class Admin:
         return Api(self.url, context)
 
 
-def churn(admin: Admin, nodes: int, rate: float, stop: Any, results: Any) -> None:
-    """``rate`` node changes a second, node after node, over four connections, until
-    ``stop`` is set; (changes made, failed, seconds) put on ``results``. Run in a process
-    of its own, so that its threads take nothing from the reviewing client's."""
+def churn(admin: Admin, nodes: int, rate: float, first: int, stop: Any, results: Any) -> None:
+    """``rate`` node changes a second, node after node from step ``first``, over four
+    connections, until ``stop`` is set; (changes made, failed, seconds) put on
+    ``results``. Run in a process of its own, so that its threads take nothing from the
+    reviewing client's. The steps of each size go on from those of the sizes before: the
+    same step again writes what is there already, which kube-apiserver does not send
+    to any watch."""
     local = threading.local()
     counts = {"made": 0, "failed": 0}
     lock = threading.Lock()
@@ -364,9 +367,9 @@ def churn(admin: Admin, nodes: int, rate: float, stop: Any, results: Any) -> Non
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="churn") as pool:
         results.put("ready")
         started = time.monotonic()
-        step = 0
+        step = first
         while not stop.is_set():
-            delay = started + step / rate - time.monotonic()
+            delay = started + (step - first) / rate - time.monotonic()
             if delay > 0 and stop.wait(delay):
                 break
             pool.submit(change, step)
@@ -377,12 +380,12 @@ def churn(admin: Admin, nodes: int, rate: float, stop: Any, results: Any) -> Non
 class Churn:
     """The churn in a process of its own, started and finished."""
 
-    def __init__(self, cluster: ControlPlane, nodes: int, rate: float) -> None:
+    def __init__(self, cluster: ControlPlane, nodes: int, rate: float, first: int) -> None:
         context = multiprocessing.get_context("spawn")
         self.stop, self.results = context.Event(), context.Queue()
         self.process = context.Process(
             target=churn,
-            args=(Admin.of(cluster), nodes, rate, self.stop, self.results),
+            args=(Admin.of(cluster), nodes, rate, first, self.stop, self.results),
             daemon=True,
         )
         self.made = self.failed = 0
@@ -421,7 +424,10 @@ def measure_replica(
     policy: Path,
     work: Path,
     args: argparse.Namespace,
+    first_step: int = 0,
 ) -> None:
+    """The replica's sync, its reviews idle and under churn; the churn's steps start at
+    ``first_step`` (the steps the sizes before made)."""
     replica = Replica(cluster.kubeconfig, policy, work)
     try:
         with sampling(replica.pid) as sampler:
@@ -436,7 +442,7 @@ def measure_replica(
             reviewer.window(args.review_rate, min(2.0, args.seconds))  # warm-up
             figures.idle = reviewer.window(args.review_rate, args.seconds)
             figures.load["idle"] = os.getloadavg()
-            changes = Churn(cluster, figures.nodes, args.churn_rate)
+            changes = Churn(cluster, figures.nodes, args.churn_rate, first_step)
             events_before = replica.node_events()
             with sampling(replica.pid) as sampler:
                 changes.start()
@@ -623,7 +629,8 @@ def main(argv: list[str] | None = None) -> list[SizeFigures]:
                 print(f"\n## {figures.nodes:,} nodes", flush=True)
                 figures.setup_seconds = grow(writers, previous, figures)
                 run = work / f"nodes-{figures.nodes}"
-                measure_replica(figures, cluster, policy, run / "replica", args)
+                churned = sum(s.churn_changes + s.churn_failed for s in sizes if s is not figures)
+                measure_replica(figures, cluster, policy, run / "replica", args, churned)
                 measure_audit(figures, cluster, api, policy, run, sizes[0] if largest else None)
                 print(table([figures]), flush=True)
                 previous = figures

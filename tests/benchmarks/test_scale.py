@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from benchmarks.scale import fleet
+from benchmarks.scale import changes, fleet
 from benchmarks.scale.report import (
     LIMIT_MIB,
     Latency,
@@ -163,6 +163,7 @@ def figures(nodes: int, pss: float, audit_pss: float) -> SizeFigures:
     size.idle = Latency((0.002, 0.003, 0.004))
     size.churn = Latency((0.002, 0.005, 0.010), failed=1)
     size.churn_changes, size.churn_seconds = 1000, 20.0
+    size.churn_events, size.churn_snapshots = 1000, 500  # every allocatable change reached it
     size.audit_seconds, size.audit_peak_pss, size.audit_exit = 30.0, audit_pss, 1
     size.audit_requests = {"LIST pods": nodes, "LIST deployments": nodes // 10}
     size.load = {"sync": (1.0, 0.5, 0.25)}
@@ -204,6 +205,18 @@ def test_verdicts_and_chart_values() -> None:
     assert any("MISSED" in line and "peak PSS" in line for line in verdicts([over]))
 
 
+def test_a_churn_that_did_not_reach_the_replica_is_not_judged() -> None:
+    unreached = figures(5000, 200.0, 92.0)
+    unreached.churn_events = unreached.churn_snapshots = 0  # writes of what was there
+
+    said = [line for line in verdicts([unreached]) if "under churn" in line]
+
+    assert said == [
+        "- not measured: 5,000 nodes: review p99 under churn, only 0 of the 500 "
+        "allocatable changes made reached the replica"
+    ]
+
+
 def test_missing_figures_read_as_not_available() -> None:
     empty = SizeFigures(10, 10, 1, 100)
     assert math.isnan(empty.churn_ratio)
@@ -233,3 +246,16 @@ def test_a_tiny_run_goes_through_every_part(capsys: pytest.CaptureFixture[str]) 
     assert size.audit_pages >= 1
     assert set(size.load) == {"sync", "idle", "churn", "audit"}
     assert "## Targets" in capsys.readouterr().out
+
+
+def test_the_cost_of_one_node_changed_is_measured_on_a_small_fleet(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``benchmarks.scale.changes`` at 40 nodes: the worker's rebuilt inventory and the
+    followed capacity are checked against the whole ones as it runs; no time is judged."""
+    changes.main(["--nodes", "40", "--steps", "5"])
+
+    printed = capsys.readouterr().out
+    assert "40 nodes, 40 ResourceSlices" in printed
+    assert "capacity followed from the last inventory" in printed
+    assert "inventory to the review worker as what changed" in printed
