@@ -3,19 +3,12 @@ name them (webhook.http.recent_templates)."""
 
 from __future__ import annotations
 
+from tests.clock import ManualClock
 from webhook.http.recent_templates import RecentTemplates
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_template_is_kept_for_its_seconds_and_then_read_again() -> None:
-    clock = Clock()
+    clock = ManualClock(100.0)
     recent = RecentTemplates(seconds=1.0, clock=clock)
     template = {"metadata": {"name": "one-gpu"}}
 
@@ -28,14 +21,14 @@ def test_a_template_is_kept_for_its_seconds_and_then_read_again() -> None:
 
 
 def test_a_template_is_only_handed_to_its_own_namespace() -> None:
-    recent = RecentTemplates(clock=Clock())
+    recent = RecentTemplates(clock=ManualClock(100.0))
     recent.keep("team-a", "one-gpu", {"spec": "a"})
 
     assert recent.get("team-b", "one-gpu") is None
 
 
 def test_the_oldest_template_goes_first_past_the_most_kept() -> None:
-    recent = RecentTemplates(most=2, clock=Clock())
+    recent = RecentTemplates(most=2, clock=ManualClock(100.0))
     for name in ("a", "b", "c"):
         recent.keep("ml", name, {"name": name})
 

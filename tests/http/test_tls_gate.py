@@ -15,6 +15,7 @@ import pytest
 import uvicorn
 import uvloop
 
+from tests.clock import ManualClock
 from tests.http.live import KUBE_APISERVER, Live, exchange
 from webhook.http.limits import EdgeLimits, guarded_protocol
 from webhook.http.tls_gate import SOURCE_RATE, SourceRate, gated_tls
@@ -116,16 +117,8 @@ def test_a_connection_that_never_starts_its_handshake_is_closed_in_time(
         runner.run(asyncio.wait_for(scenario(), 30))
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_source_gets_its_burst_at_once_then_its_rate() -> None:
-    clock = Clock()
+    clock = ManualClock()
     rate = SourceRate(per_second=2, burst=3, clock=clock)
 
     assert [rate.admit("a") for _ in range(4)] == [True, True, True, False]
@@ -135,7 +128,7 @@ def test_a_source_gets_its_burst_at_once_then_its_rate() -> None:
 
 
 def test_sources_whose_bucket_is_full_again_are_forgotten_past_the_table_size() -> None:
-    clock = Clock()
+    clock = ManualClock()
     rate = SourceRate(per_second=1, burst=2, max_sources=2, clock=clock)
     rate.admit("a")
     clock.now = 10.0

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.clock import ManualClock
 from webhook.http.metrics import Metrics
 from webhook.http.policy_check import SCOPE_NOT_COMPARED
 from webhook.install.configurations import (
@@ -55,31 +56,25 @@ class Cluster:
         return self.configurations
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def mismatch(metrics: Metrics, webhook: str) -> float | None:
     return metrics.registry.get_sample_value(
         "gpu_admission_webhook_configuration_mismatch", {"webhook": webhook}
     )
 
 
-def scope_of(cluster: Cluster, policy: Policy, metrics: Metrics, clock: Clock) -> WebhookScope:
+def scope_of(
+    cluster: Cluster, policy: Policy, metrics: Metrics, clock: ManualClock
+) -> WebhookScope:
     return WebhookScope(cluster.read, lambda: policy, metrics, clock=clock)
 
 
 def test_before_the_first_comparison_the_replica_is_ready_and_says_so() -> None:
-    scope = scope_of(Cluster(installed()), DEFAULT, Metrics(), Clock())
+    scope = scope_of(Cluster(installed()), DEFAULT, Metrics(), ManualClock(1000.0))
     assert scope.readiness() == (True, "not compared with the policy yet")
 
 
 def test_configurations_of_the_policy_report_no_mismatch() -> None:
-    metrics, clock = Metrics(), Clock()
+    metrics, clock = Metrics(), ManualClock(1000.0)
     scope = scope_of(Cluster(installed()), DEFAULT, metrics, clock)
     assert scope.compare_once() == ()
     clock.now += 12
@@ -90,7 +85,7 @@ def test_configurations_of_the_policy_report_no_mismatch() -> None:
 
 def test_a_policy_with_another_workload_label_is_reported_and_the_replica_stays_ready() -> None:
     metrics = Metrics()
-    scope = scope_of(Cluster(installed(DEFAULT)), RENAMED, metrics, Clock())
+    scope = scope_of(Cluster(installed(DEFAULT)), RENAMED, metrics, ManualClock(1000.0))
     differences = scope.compare_once()
     assert differences and MUTATING_WEBHOOK in {d.webhook for d in differences}
     ready, detail = scope.readiness()
@@ -107,7 +102,7 @@ def test_a_policy_with_another_workload_label_is_reported_and_the_replica_stays_
 def test_a_webhook_set_right_goes_back_to_zero() -> None:
     metrics = Metrics()
     cluster = Cluster(installed(DEFAULT))
-    scope = scope_of(cluster, RENAMED, metrics, Clock())
+    scope = scope_of(cluster, RENAMED, metrics, ManualClock(1000.0))
     scope.compare_once()
     cluster.configurations = installed(RENAMED)
     assert scope.compare_once() == ()
@@ -120,7 +115,7 @@ def test_a_webhook_that_is_gone_no_longer_counts_as_differing() -> None:
     assert mutating is not None
     extra = {**mutating, "webhooks": [*mutating["webhooks"], {"name": "old.example", "rules": []}]}
     cluster = Cluster((extra, validating))
-    scope = scope_of(cluster, DEFAULT, metrics, Clock())
+    scope = scope_of(cluster, DEFAULT, metrics, ManualClock(1000.0))
     scope.compare_once()
     assert mismatch(metrics, "old.example") == 1
     cluster.configurations = (mutating, validating)
@@ -131,7 +126,7 @@ def test_a_webhook_that_is_gone_no_longer_counts_as_differing() -> None:
 def test_a_read_that_fails_is_shown_and_the_last_comparison_stands() -> None:
     metrics = Metrics()
     cluster = Cluster(installed(DEFAULT))
-    scope = scope_of(cluster, RENAMED, metrics, Clock())
+    scope = scope_of(cluster, RENAMED, metrics, ManualClock(1000.0))
     scope.compare_once()
     cluster.error = RuntimeError("403 Forbidden")
     assert scope.compare_once() is None
@@ -144,7 +139,7 @@ def test_a_read_that_fails_is_shown_and_the_last_comparison_stands() -> None:
 
 
 def test_a_mismatch_is_logged_once_while_it_lasts(caplog: pytest.LogCaptureFixture) -> None:
-    scope = scope_of(Cluster(installed(DEFAULT)), RENAMED, Metrics(), Clock())
+    scope = scope_of(Cluster(installed(DEFAULT)), RENAMED, Metrics(), ManualClock(1000.0))
     with caplog.at_level(logging.INFO, logger="gpu_admission.webhook_scope"):
         scope.compare_once()
         scope.compare_once()
@@ -227,7 +222,7 @@ def test_without_live_configurations_a_matching_annotation_admits_without_a_warn
 
 def test_the_judge_of_a_replica_holds_what_it_last_read_and_keeps_it_past_a_failed_read() -> None:
     cluster = Cluster(installed(DEFAULT))
-    scope = scope_of(cluster, DEFAULT, Metrics(), Clock())
+    scope = scope_of(cluster, DEFAULT, Metrics(), ManualClock(1000.0))
     assert scope.judge().live is None
     scope.compare_once()
     read = scope.judge()

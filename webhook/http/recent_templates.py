@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["KEPT_SECONDS", "MOST_KEPT", "RecentTemplates"]
@@ -40,7 +41,7 @@ class RecentTemplates:
         self,
         seconds: float = KEPT_SECONDS,
         most: int = MOST_KEPT,
-        clock: Any = time.monotonic,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.seconds = seconds
         self.most = most
