@@ -6,10 +6,13 @@ Discovery labels them, each with NVIDIA's ResourceSlice; the scale policy), the 
 live inventory builds it, then changes one node's allocatable GPUs per step, as the churn
 of ``benchmarks.scale`` does, and times:
 
+- the nodes' snapshot the watch publishes: made whole, names sorted (what each change
+  cost before), and with the changed node put at its place (``NameOrdered``);
 - the pools' capacity worked out from nothing (``capacity_now``: what the first sync
   costs, and what every change cost before capacity was followed);
 - the same followed from the last inventory (``CapacityTracker``: what a change costs
-  the event loop now);
+  the event loop now), told what changed as the live inventory tells it, and finding it
+  by a pass over every node's identity (what it cost before);
 - handing the new inventory to the review worker: pickled whole (what each large review
   after a change cost before), and as what changed (``webhook.http.inventory_updates``),
   made, pickled, and rebuilt on the worker's side.
@@ -34,9 +37,16 @@ from decimal import Decimal
 from benchmarks.common.report import markdown_table
 from benchmarks.scale import fleet
 from webhook.engine.capacity_now import CapacityTracker, capacity_now
-from webhook.engine.inventory import Inventory, NodeFacts, node_facts, priority_class_facts
+from webhook.engine.inventory import (
+    Inventory,
+    NodeFacts,
+    NodesChanged,
+    node_facts,
+    priority_class_facts,
+)
 from webhook.engine.resource_slices import device_class_facts, resource_slice_facts
 from webhook.http.inventory_updates import applied, update_from
+from webhook.kube.frozen_views import NameOrdered
 from webhook.policy import Policy, load_policy_text
 from webhook.service.inventory import inventory_label_keys
 
@@ -68,12 +78,14 @@ def fleet_inventory(policy: Policy, nodes: int) -> Inventory:
 
 def with_allocatable(inventory: Inventory, index: int, gpus: int) -> Inventory:
     """``inventory`` with node ``index``'s allocatable GPUs changed: a new facts object
-    for that node, the others the same objects (as the live inventory keeps them)."""
+    for that node, the others the same objects, and what changed told (as the live
+    inventory publishes it)."""
     assert inventory.nodes is not None
     node: NodeFacts = inventory.nodes[index]
     changed = dataclasses.replace(node, allocatable={**node.allocatable, GPU: Decimal(gpus)})
     nodes = (*inventory.nodes[:index], changed, *inventory.nodes[index + 1 :])
-    return dataclasses.replace(inventory, nodes=nodes)
+    told = NodesChanged(inventory.nodes, nodes, (index,))
+    return dataclasses.replace(inventory, nodes=nodes, nodes_changed=told)
 
 
 def timed(work: Callable[[], object]) -> float:
@@ -108,6 +120,14 @@ def main(argv: list[str] | None = None) -> None:
     whole = [timed(round_trip) for _ in range(3)]
     tracker = CapacityTracker(policy)
     tracker.now(first)
+    untold = CapacityTracker(policy)
+    untold.now(first)
+    passed: list[float] = []
+    store = {node.name: node for node in first.nodes or ()}
+    ordered: NameOrdered[NodeFacts] = NameOrdered()
+    ordered.whole(store)
+    sorted_whole: list[float] = []
+    put_in_place: list[float] = []
     followed: list[float] = []
     handed: list[float] = []
     update_bytes: list[int] = []
@@ -118,7 +138,15 @@ def main(argv: list[str] | None = None) -> None:
     for step in range(1, args.steps + 1):
         index = (step * 97) % args.nodes
         inventory = with_allocatable(inventory, index, 8 - step % 3)
+        assert inventory.nodes is not None
+        store[inventory.nodes[index].name] = inventory.nodes[index]
+        sorted_whole.append(timed(functools.partial(NameOrdered[NodeFacts]().whole, store)))
+        put_in_place.append(
+            timed(functools.partial(ordered.changed, store, inventory.nodes[index].name))
+        )
         followed.append(timed(functools.partial(tracker.now, inventory)))
+        without = dataclasses.replace(inventory, nodes_changed=None)
+        passed.append(timed(functools.partial(untold.now, without)))
         started = time.perf_counter()
         data = pickle.dumps(update_from(sent_held, inventory, step), pickle.HIGHEST_PROTOCOL)
         update = pickle.loads(data)
@@ -127,12 +155,16 @@ def main(argv: list[str] | None = None) -> None:
         update_bytes.append(len(data))
         sent_held = (step, inventory)
     assert worker_held[1] == inventory, "the worker's inventory is the one sent"
-    assert tracker.now(inventory) == capacity_now(policy, inventory)
+    assert tracker.now(inventory) == untold.now(inventory) == capacity_now(policy, inventory)
 
     changed = f"as what changed ({statistics.median(update_bytes):,.0f} bytes)"
+    assert ordered.whole(store).items == inventory.nodes
     rows = [
+        ["nodes' snapshot made whole, names sorted", summary(sorted_whole)],
+        ["nodes' snapshot with the changed node put at its place", summary(put_in_place)],
         ["capacity worked out from nothing (`capacity_now`)", summary(cold)],
-        ["capacity followed from the last inventory (`CapacityTracker`)", summary(followed)],
+        ["capacity followed, found by a pass over every node", summary(passed)],
+        ["capacity followed, told what changed (`CapacityTracker`)", summary(followed)],
         ["inventory to the review worker, pickled whole and unpickled", summary(whole)],
         [f"inventory to the review worker {changed}", summary(handed)],
     ]

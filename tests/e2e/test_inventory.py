@@ -363,6 +363,10 @@ def test_facts_that_stay_equal_stay_the_same_objects(
     changes = changed_nodes(before.nodes, after.nodes)
     assert changes is not None
     assert [new.name for _, new in changes] == [names[1]]
+    # the snapshot tells that change itself, so capacity is followed without a pass
+    told = after.nodes_changed
+    assert told is not None and told.since is before.nodes and told.now is after.nodes
+    assert told.at == ([node.name for node in after.nodes].index(names[1]),)
     assert node_named(after, names[0]) is node_named(before, names[0])
     # both events counted, one of them a change (gpu_admission_inventory_* metrics)
     counts = wait_for(

@@ -156,7 +156,7 @@ class CapacityTracker:
         slices = inventory.resource_slices
         state = None
         if last.with_devices is not None and last.slices is slices:
-            changes = changed_nodes(last.facts, inventory.nodes)
+            changes = changed_nodes(last.facts, inventory.nodes, inventory.nodes_changed)
             if changes is not None and len(changes) <= MOST_CHANGES_APART:
                 state = self._moved(last, inventory.nodes, changes)
         if state is None:
@@ -206,6 +206,8 @@ class CapacityTracker:
     ) -> _State:
         """The last state with the nodes of `changes` read again."""
         assert last.with_devices is not None
+        if not changes:
+            return dataclasses.replace(last, facts=facts)
         reads = dict(last.reads)
         places = dict(last.places)
         pools = dict(last.pools)

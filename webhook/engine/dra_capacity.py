@@ -20,6 +20,7 @@ everything while the ResourceSlices have never been listed.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -210,7 +211,7 @@ class DraTracker:
         read = last.read
         state = None
         if read is not None and read.source is inventory.resource_slices:
-            changes = changed_nodes(last.facts, inventory.nodes or ())
+            changes = changed_nodes(last.facts, inventory.nodes or (), inventory.nodes_changed)
             if changes is not None and len(changes) <= MOST_CHANGES_APART:
                 state = self._moved(last, classes, inventory.nodes or (), changes)
         else:
@@ -260,6 +261,8 @@ class DraTracker:
         """The last state with the nodes of `changes` counted again (the slices are the
         same): a pool is gathered again only when one of its nodes' devices changed."""
         assert last.read is not None
+        if not changes:
+            return dataclasses.replace(last, classes=classes, facts=facts)
         counted = dict(last.counted)
         nodes = dict(last.devices)
         pools = dict(last.pools)

@@ -16,8 +16,8 @@ with the attributes the policy reads (``webhook.engine.resource_slices`` reads t
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -112,6 +112,27 @@ class Inventory:
     ``webhook.engine.resource_slices.current_slices``), or None until listed once."""
     device_classes: Mapping[str, DeviceClassFacts] | None = None
     """Every DeviceClass by name, or None until their list has synced once."""
+    nodes_changed: NodesChanged | None = field(default=None, compare=False, repr=False)
+    """How `nodes` came from the last snapshot's, when the live inventory knows it: so
+    that capacity is followed without a pass over every node (``changed_nodes``)."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class NodesChanged:
+    """`now` is `since` with the nodes at the positions `at` other objects (the same
+    names). It holds only in the process that made it: pickled, it is None, so that an
+    inventory sent whole does not carry the tuple before it."""
+
+    since: tuple[NodeFacts, ...]
+    now: tuple[NodeFacts, ...]
+    at: tuple[int, ...]
+
+    def __reduce__(self) -> tuple[Callable[[], None], tuple[()]]:
+        return _nothing, ()
+
+
+def _nothing() -> None:
+    return None
 
 
 UNKNOWN = Inventory()
@@ -189,15 +210,22 @@ NodeChange = tuple[NodeFacts, NodeFacts]
 
 
 def changed_nodes(
-    before: tuple[NodeFacts, ...] | None, now: tuple[NodeFacts, ...]
+    before: tuple[NodeFacts, ...] | None,
+    now: tuple[NodeFacts, ...],
+    known: NodesChanged | None = None,
 ) -> list[NodeChange] | None:
     """The nodes whose facts are other objects in `now` than in `before`, when both list
     the same nodes in the same order (the live inventory keeps a node's facts object while
-    they stay equal, so this is a pass over identities); None when nodes came or went, or
-    there is no `before`."""
+    they stay equal, so this is a pass over identities, or none when `known` tells how
+    `now` came from `before`); None when nodes came or went, or there is no `before`."""
     if before is None or len(before) != len(now):
         return None
-    changes = [(old, new) for old, new in zip(before, now, strict=True) if old is not new]
+    if now is before:
+        return []
+    if known is not None and known.since is before and known.now is now:
+        changes = [(before[at], now[at]) for at in known.at]
+    else:
+        changes = [(old, new) for old, new in zip(before, now, strict=True) if old is not new]
     if any(old.name != new.name for old, new in changes):
         return None
     return changes

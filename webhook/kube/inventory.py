@@ -27,12 +27,14 @@ from webhook.engine.inventory import (
     DeviceClassFacts,
     Inventory,
     NodeFacts,
+    NodesChanged,
     PriorityClassFacts,
     ResourceSliceFacts,
     node_facts,
     priority_class_facts,
 )
 from webhook.engine.resource_slices import device_class_facts, resource_slice_facts
+from webhook.kube.frozen_views import Copied, NameOrdered, Ordered
 from webhook.kube.reflector import Backoff, KindStatus, Reflector
 
 __all__ = [
@@ -76,27 +78,10 @@ class InventoryStatus:
         return tuple(kind for kind in watched if kind is not None)
 
 
-def _node_tuple(store: dict[str, NodeFacts]) -> tuple[NodeFacts, ...]:
-    return tuple(store[name] for name in sorted(store))
-
-
-def _slice_tuple(store: dict[str, ResourceSliceFacts]) -> tuple[ResourceSliceFacts, ...]:
-    return tuple(store[name] for name in sorted(store))
-
-
-_PriorityClassMap = Mapping[str, PriorityClassFacts]
-_DeviceClassMap = Mapping[str, DeviceClassFacts]
-
-
-def _priority_class_map(store: dict[str, PriorityClassFacts]) -> _PriorityClassMap:
-    """A copy of its own for each snapshot, as a plain dict: a snapshot crosses to the
-    review worker's process with each large review, and a read-only proxy does not
-    pickle."""
-    return dict(store)
-
-
-def _device_class_map(store: dict[str, DeviceClassFacts]) -> _DeviceClassMap:
-    return dict(store)
+def _nodes_changed(nodes: Ordered[NodeFacts] | None) -> NodesChanged | None:
+    if nodes is None or nodes.since is None:
+        return None
+    return NodesChanged(nodes.since, nodes.items, (nodes.at,))
 
 
 # -- the watcher ---------------------------------------------------------------
@@ -144,24 +129,25 @@ class InventoryWatcher:
         }
         core: Any = client.CoreV1Api(api)
         scheduling: Any = client.SchedulingV1Api(api)
-        self._nodes: Reflector[NodeFacts, tuple[NodeFacts, ...]] = Reflector(
+        self._nodes: Reflector[NodeFacts, Ordered[NodeFacts]] = Reflector(
             NODES,
             core.list_node,
             functools.partial(node_facts, label_keys=node_label_keys),
-            _node_tuple,
+            NameOrdered(),
             backoff=Backoff(cap=relist_backoff_cap),
             **common,
         )
-        self._priority_classes: Reflector[PriorityClassFacts, _PriorityClassMap] = Reflector(
+        self._priority_classes: Reflector[PriorityClassFacts, Mapping[str, PriorityClassFacts]]
+        self._priority_classes = Reflector(
             PRIORITY_CLASSES,
             scheduling.list_priority_class,
             priority_class_facts,
-            _priority_class_map,
+            Copied(),
             backoff=Backoff(cap=relist_backoff_cap),
             **common,
         )
-        self._resource_slices: Reflector[ResourceSliceFacts, tuple[ResourceSliceFacts, ...]]
-        self._device_classes: Reflector[DeviceClassFacts, _DeviceClassMap]
+        self._resource_slices: Reflector[ResourceSliceFacts, Ordered[ResourceSliceFacts]]
+        self._device_classes: Reflector[DeviceClassFacts, Mapping[str, DeviceClassFacts]]
         self._dra: tuple[Reflector[Any, Any], ...] = ()
         if dra:
             resource: Any = client.ResourceV1Api(api)
@@ -171,7 +157,7 @@ class InventoryWatcher:
                 functools.partial(
                     resource_slice_facts, drivers=dra_drivers, attributes=device_attributes
                 ),
-                _slice_tuple,
+                NameOrdered(),
                 backoff=Backoff(cap=relist_backoff_cap),
                 **common,
             )
@@ -179,7 +165,7 @@ class InventoryWatcher:
                 DEVICE_CLASSES,
                 resource.list_device_class,
                 device_class_facts,
-                _device_class_map,
+                Copied(),
                 backoff=Backoff(cap=relist_backoff_cap),
                 **common,
             )
@@ -254,11 +240,14 @@ class InventoryWatcher:
         # Under the lock, so that the threads publish one after the other and the last
         # snapshot holds every kind's latest view; on_change sees them in order.
         with self._publish_lock:
+            nodes = self._nodes.view
+            slices = self._resource_slices.view if self._dra else None
             inventory = Inventory(
-                self._nodes.view,
+                None if nodes is None else nodes.items,
                 self._priority_classes.view,
-                self._resource_slices.view if self._dra else None,
+                None if slices is None else slices.items,
                 self._device_classes.view if self._dra else None,
+                nodes_changed=_nodes_changed(nodes),
             )
             self._current = inventory
             if self._on_change is not None:

@@ -46,6 +46,7 @@ import orjson
 from urllib3.exceptions import HTTPError, MaxRetryError, NewConnectionError, ProtocolError
 
 from webhook.kube.api_errors import GONE, ApiException, api_error_message
+from webhook.kube.frozen_views import Freezer
 
 __all__ = [
     "Backoff",
@@ -213,7 +214,7 @@ class Reflector(Generic[Facts, View]):
         kind: str,
         list_call: Callable[..., Any],
         convert: Callable[[Any], Facts | None],
-        freeze: Callable[[dict[str, Facts]], View],
+        freeze: Freezer[Facts, View],
         *,
         publish: Callable[[], None],
         stop: threading.Event,
@@ -224,7 +225,7 @@ class Reflector(Generic[Facts, View]):
         self.kind = kind
         self._list_call = list_call
         self._convert: Callable[[Any], Facts | None] = convert
-        self._freeze: Callable[[dict[str, Facts]], View] = freeze
+        self._freeze: Freezer[Facts, View] = freeze
         self._publish = publish
         self._stop = stop
         self._backoff = backoff
@@ -327,7 +328,7 @@ class Reflector(Generic[Facts, View]):
             self._lists += 1
             self._error = None
         if changed:
-            self.view = self._freeze(store)
+            self.view = self._freeze.whole(store)
             self._publish()
         if first or self._logged_error is not None:
             self._logged_error = None
@@ -420,26 +421,28 @@ class Reflector(Generic[Facts, View]):
         metadata = obj.get("metadata") or {}
         resource_version = metadata.get("resourceVersion")
         name = metadata.get("name")
-        changed = False
+        changed: str | None = None
         if kind in ("ADDED", "MODIFIED"):
             facts = self._convert(obj)
             if facts is not None:
                 # Equal facts keep their object: the engine tells what changed between
                 # two snapshots by identity (webhook.engine.inventory.changed_nodes).
-                changed = self._store.get(facts.name) != facts
-                if changed:
+                if self._store.get(facts.name) != facts:
                     self._store[facts.name] = facts
-            elif isinstance(name, str):
-                changed = self._store.pop(name, None) is not None
+                    changed = facts.name
+            elif isinstance(name, str) and self._store.pop(name, None) is not None:
+                changed = name
         elif kind == "DELETED":
-            if isinstance(name, str):
-                changed = self._store.pop(name, None) is not None
+            if isinstance(name, str) and self._store.pop(name, None) is not None:
+                changed = name
         elif kind != "BOOKMARK":
             log.debug("ignoring a watch event", extra={"kind": self.kind, "type": kind})
-        if changed:
-            self.view = self._freeze(self._store)
+        if changed is not None:
+            self.view = self._freeze.changed(self._store, changed)
             self._publish()
-        self._touch(resource_version if isinstance(resource_version, str) else None, changed)
+        self._touch(
+            resource_version if isinstance(resource_version, str) else None, changed is not None
+        )
         self._backoff.reset()
         self._logged_error = None
         self._expired_streak = 0
