@@ -73,6 +73,10 @@ class SizeFigures:
     churn_snapshots: int = 0
     """Of those, the ones that changed its inventory: each a new snapshot."""
     churn_peak_pss: float = math.nan
+    idle_full_collections: int | None = None
+    churn_full_collections: int | None = None
+    """The replica's full garbage collections (generation 2) in each window; None when it
+    does not say."""
     audit_seconds: float = math.nan
     audit_peak_pss: float = math.nan
     audit_exit: int | None = None
@@ -158,6 +162,19 @@ def node_event_counts(metrics: str) -> tuple[int, int]:
     return found["events"], found["changes"]
 
 
+def full_collections(metrics: str) -> int | None:
+    """A replica's full garbage collections so far (``python_gc_collections_total`` of
+    generation 2), from its /metrics text; None for a replica that does not say."""
+    for family in text_string_to_metric_families(metrics):
+        for sample in family.samples:
+            if (
+                sample.name == "python_gc_collections_total"
+                and sample.labels.get("generation") == "2"
+            ):
+                return int(sample.value)
+    return None
+
+
 def request_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     """The requests counted between two reads, the ones that grew only."""
     grown = {key: after[key] - before.get(key, 0) for key in after}
@@ -169,6 +186,10 @@ def request_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, in
 
 def _cell(value: float, digits: int = 1) -> str:
     return number(value, digits)
+
+
+def _count(value: int | None) -> str:
+    return "n/a" if value is None else f"{value:,}"
 
 
 def _load(figures: SizeFigures, part: str) -> str:
@@ -189,6 +210,7 @@ def table(sizes: Sequence[SizeFigures]) -> str:
         ("  load average (1/5/15 min)", [_load(s, "sync") for s in sizes]),
         ("review idle p50 / p99, ms", [_pair(s.idle.p50_ms, s.idle.p99_ms, 2) for s in sizes]),
         ("  reviews made of due (failed)", [_made(s.idle) for s in sizes]),
+        ("  full garbage collections", [_count(s.idle_full_collections) for s in sizes]),
         ("  load average", [_load(s, "idle") for s in sizes]),
         (
             "review under churn p50 / p99, ms",
@@ -203,6 +225,7 @@ def table(sizes: Sequence[SizeFigures]) -> str:
             "  node events the replica applied (changes)",
             [f"{s.churn_events:,} ({s.churn_snapshots:,})" for s in sizes],
         ),
+        ("  full garbage collections", [_count(s.churn_full_collections) for s in sizes]),
         ("  p99 churn / idle", [_cell(s.churn_ratio, 2) for s in sizes]),
         ("  replica PSS peak in churn, MiB", [_cell(s.churn_peak_pss) for s in sizes]),
         ("  load average", [_load(s, "churn") for s in sizes]),

@@ -83,6 +83,7 @@ from benchmarks.scale.report import (
     Latency,
     SizeFigures,
     chart_values,
+    full_collections,
     node_event_counts,
     request_counts,
     request_delta,
@@ -239,12 +240,20 @@ class Replica:
             connection.close()
         raise SystemExit(f"the inventory did not sync within {timeout:.0f} s; see {self.log}")
 
+    def metrics(self) -> str:
+        """The replica's /metrics text."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            return str(reply.read().decode())
+
     def node_events(self) -> tuple[int, int]:
         """The node watch events the replica applied so far, and how many changed its
         inventory (``gpu_admission_inventory_*_total``); (0, 0) if it does not say."""
-        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        with urllib.request.urlopen(url, timeout=10) as reply:
-            return node_event_counts(reply.read().decode())
+        return node_event_counts(self.metrics())
+
+    def full_collections(self) -> int | None:
+        """The replica's full garbage collections so far; None if it does not say."""
+        return full_collections(self.metrics())
 
     def stop(self) -> None:
         stop_server(self.server)
@@ -440,16 +449,20 @@ def measure_replica(
         reviewer = Reviewer(replica)
         try:
             reviewer.window(args.review_rate, min(2.0, args.seconds))  # warm-up
+            collected = replica.full_collections()
             figures.idle = reviewer.window(args.review_rate, args.seconds)
             figures.load["idle"] = os.getloadavg()
+            figures.idle_full_collections = _delta(collected, replica.full_collections())
             changes = Churn(cluster, figures.nodes, args.churn_rate, first_step)
             events_before = replica.node_events()
+            collected = replica.full_collections()
             with sampling(replica.pid) as sampler:
                 changes.start()
                 try:
                     time.sleep(min(2.0, args.seconds / 4))  # the churn under way
                     figures.churn = reviewer.window(args.review_rate, args.seconds)
                     figures.load["churn"] = os.getloadavg()
+                    figures.churn_full_collections = _delta(collected, replica.full_collections())
                 finally:
                     changes.finish()
             time.sleep(1.0)  # the last changes on their way to the replica
@@ -465,6 +478,10 @@ def measure_replica(
         replica.stop()
         for line in inventory_complaints(replica.log):
             print(f"  replica: {line}", flush=True)
+
+
+def _delta(before: int | None, after: int | None) -> int | None:
+    return None if before is None or after is None else after - before
 
 
 def inventory_complaints(log: Path) -> list[str]:

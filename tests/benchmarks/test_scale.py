@@ -6,6 +6,7 @@ times anything."""
 from __future__ import annotations
 
 import datetime
+import gc
 import math
 import os
 
@@ -17,6 +18,7 @@ from benchmarks.scale.report import (
     Latency,
     SizeFigures,
     chart_values,
+    full_collections,
     node_event_counts,
     request_counts,
     request_delta,
@@ -178,6 +180,15 @@ def test_a_replicas_node_events_are_read_from_its_metrics() -> None:
     assert node_event_counts("") == (0, 0)
 
 
+def test_a_replicas_full_collections_are_read_from_its_metrics() -> None:
+    before = full_collections(Metrics().exposition().decode())
+    gc.collect()
+
+    after = full_collections(Metrics().exposition().decode())
+    assert before is not None and after is not None and after > before
+    assert full_collections("") is None
+
+
 def test_the_table_has_a_column_per_size_and_the_load() -> None:
     small = figures(1000, 150.0, 90.0)
     text = table([small, figures(5000, 200.0, 92.0)])
@@ -257,5 +268,6 @@ def test_the_cost_of_one_node_changed_is_measured_on_a_small_fleet(
 
     printed = capsys.readouterr().out
     assert "40 nodes, 40 ResourceSlices" in printed
-    assert "capacity followed from the last inventory" in printed
+    assert "capacity followed, told what changed" in printed
+    assert "nodes' snapshot with the changed node put at its place" in printed
     assert "inventory to the review worker as what changed" in printed

@@ -54,6 +54,8 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
+    GCCollector,
+    ProcessCollector,
     generate_latest,
 )
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
@@ -90,6 +92,11 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        # python_gc_* (collections by generation: a full one walks the whole inventory)
+        # and process_* (CPU seconds, resident memory, open files), as every Python
+        # service that prometheus-client serves exports them.
+        GCCollector(registry=self.registry)
+        ProcessCollector(registry=self.registry)
         self._reviews = ReviewCounts(DURATION_BUCKETS)
         self.registry.register(self._reviews)
         self.policy_reloads = Counter(

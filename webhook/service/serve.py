@@ -71,6 +71,7 @@ from webhook.policy import Policy
 from webhook.service.audit_schedule import AuditMetrics, PeriodicAudit
 from webhook.service.certificate_reload import CertificateReloader, InvalidKeyPair, KeyPairFiles
 from webhook.service.file_poll import DEFAULT_INTERVAL
+from webhook.service.frozen_heap import FreezeAfterLists, each
 from webhook.service.inventory import (
     MissingClassReport,
     inventory_options,
@@ -205,11 +206,13 @@ def _live_inventory(
     if not settings.inventory:
         return None
     api = _kubernetes_client(settings)
+    freeze = FreezeAfterLists()
     watcher = InventoryWatcher(
         api,
         **inventory_options(policy),
-        on_change=MissingClassReport(lambda: engine().policy),
+        on_change=each(freeze, MissingClassReport(lambda: engine().policy)),
     )
+    freeze.follow(watcher.status)
     readiness.checks["inventory"] = lambda: inventory_readiness(
         watcher.status(), watcher.current, engine().policy
     )
