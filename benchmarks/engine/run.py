@@ -12,7 +12,8 @@ a ConfigMap, which the engine passes untouched). Per pod kind, the engine agains
 orjson round trip of that kind's own two bodies (target: at most 2.5x), and the DRA
 pod against the device-plugin inference pod (target: at most 1.5x). Then the full FastAPI app
 in-process through httpx.ASGITransport (includes the httpx client; `--no-http`
-skips it). `--profile` prints the cProfile hotspots of the engine loop.
+skips it). `--profile` prints the cProfile hotspots of the engine loop, with answers
+kept and with nothing kept.
 
 Last, how the cost grows with the pod (1, 10, 100 containers) and with the policy
 (2, 20, 200 pools and classes): `benchmarks.engine.growth`. `--no-growth` leaves that
@@ -474,12 +475,18 @@ def measure_unkept(all_cases: list[Case], rounds: int) -> dict[str, list[int]]:
     """The reviews of ``measure_engine`` by an engine that keeps no answer: what the first
     pod of each template and placement costs (the other rows' pods repeat, as the
     replicas of a workload do, and find their answers kept)."""
+    engine = unkept_engine()
+    measure_engine(engine, all_cases, max(1, rounds // 10))
+    return measure_engine(engine, all_cases, rounds)
+
+
+def unkept_engine() -> Engine:
+    """An engine of the benchmark's policy that keeps no answer."""
     engine = Engine(bench_policy())
     engine.answers = NoAnswers()
     engine.kept_findings = NothingKept()
     engine.kept_patches = NothingKept()
-    measure_engine(engine, all_cases, max(1, rounds // 10))
-    return measure_engine(engine, all_cases, rounds)
+    return engine
 
 
 def measure_capacity_now(engine: Engine, inventory: Inventory, rounds: int) -> list[int]:
@@ -657,14 +664,17 @@ def pin_to_one_core(core: int | None) -> str:
 
 
 def profile(engine: Engine, all_cases: list[Case], rounds: int, top: int) -> None:
-    profiler = cProfile.Profile()
-    profiler.enable()
-    measure_engine(engine, all_cases, rounds)
-    profiler.disable()
-    stats = pstats.Stats(profiler)
-    for key in ("tottime", "cumulative"):
-        print(f"\ncProfile of {rounds:,} rounds, top {top} by {key}:")
-        stats.sort_stats(key).print_stats(top)
+    """cProfile hotspots of the reviews with answers kept, then with nothing kept."""
+    for label, judged in (("answers kept", engine), ("nothing kept", unkept_engine())):
+        measure_engine(judged, all_cases, max(1, rounds // 10))
+        profiler = cProfile.Profile()
+        profiler.enable()
+        measure_engine(judged, all_cases, rounds)
+        profiler.disable()
+        stats = pstats.Stats(profiler)
+        for key in ("tottime", "cumulative"):
+            print(f"\ncProfile of {rounds:,} rounds, {label}, top {top} by {key}:")
+            stats.sort_stats(key).print_stats(top)
 
 
 def main(argv: list[str] | None = None) -> None:
