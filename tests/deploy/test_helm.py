@@ -26,6 +26,7 @@ from cryptography import x509
 from cryptography.x509.verification import PolicyBuilder, Store
 
 from tests.e2e.build_controlplane import GoToolchainMissing, bin_dir, ensure_binaries
+from webhook.engine.handlers import HANDLERS
 from webhook.install.chart import CHART, short_name
 from webhook.install.configurations import Endpoint, render_webhook_configurations
 from webhook.install.manifests import SYNC_COMMAND, chart_files
@@ -308,13 +309,11 @@ def test_scope_sets_every_webhooks_namespace_selector_and_always_excludes_its_ow
 def test_a_url_replaces_the_service_in_every_webhook(helm: Path) -> None:
     hooks = webhooks(template(helm, "--set", "webhooks.url=https://10.1.2.3:9443/"))
 
-    for hook in hooks.values():
+    assert len(hooks) == len(HANDLERS)
+    for name, hook in hooks.items():
         assert "service" not in hook["clientConfig"]
-        assert hook["clientConfig"]["url"] in {
-            "https://10.1.2.3:9443/mutate",
-            "https://10.1.2.3:9443/validate",
-            "https://10.1.2.3:9443/validate-policy",
-        }
+        path = HANDLERS.named(name.split(".")[0]).path
+        assert hook["clientConfig"]["url"] == f"https://10.1.2.3:9443{path}"
 
 
 def test_image_replicas_resources_and_priority_class_are_values(helm: Path) -> None:

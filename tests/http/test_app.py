@@ -16,7 +16,8 @@ from fastapi.testclient import TestClient
 
 import webhook.http.app
 from tests.builders import container, mutated, pod
-from webhook.engine import AdmissionRequest, Decision, Engine
+from webhook.engine import Decision, Engine
+from webhook.engine.handlers import Review as HandlerReview
 from webhook.engine.inventory import UNKNOWN, Inventory, node_facts
 from webhook.http.app import MAX_BODY_BYTES, Readiness, create_app
 from webhook.policy import Policy
@@ -431,17 +432,14 @@ class TestBodySize:
         assert response_of(reply) == {"uid": "u-1", "allowed": True}
 
 
-def crash(self: Engine, request: AdmissionRequest, *context: Any, **named: Any) -> Decision:
+def crash(self: Engine, handler: str, review: HandlerReview) -> Decision:
     raise RuntimeError("rule crashed on purpose")
 
 
 class FailingEngine(Engine):
     """An engine whose every review raises, as a bug in a rule would."""
 
-    def validate(self, request: AdmissionRequest, *context: Any, **named: Any) -> Decision:
-        raise RuntimeError("rule crashed on purpose")
-
-    def mutate(self, request: AdmissionRequest, *context: Any) -> Decision:
+    def answer(self, handler: str, review: HandlerReview) -> Decision:
         raise RuntimeError("rule crashed on purpose")
 
 
@@ -455,7 +453,7 @@ class TestEngineFailures:
         monkeypatch: pytest.MonkeyPatch,
         endpoint: str,
     ) -> None:
-        monkeypatch.setattr(Engine, endpoint.lstrip("/"), crash)
+        monkeypatch.setattr(Engine, "answer", crash)
 
         response = response_of(client.post(endpoint, json=review(pod("inference"), uid="boom-1")))
 

@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 
 from tests.conftest import Review
 from webhook.engine import AdmissionRequest, Decision, Engine
+from webhook.engine.handlers import Review as HandlerReview
 from webhook.http.app import create_app
 from webhook.http.judging import MAX_REPLY_BYTES, judged
 from webhook.http.review import read_request
@@ -18,7 +19,9 @@ from webhook.http.review import read_request
 class PatchingEngine(Engine):
     """An engine whose mutation writes a patch larger than any rule would."""
 
-    def mutate(self, request: AdmissionRequest, *context: Any, **named: Any) -> Decision:
+    def answer(self, handler: str, review: HandlerReview) -> Decision:
+        if not self.handlers.named(handler).mutating:
+            return super().answer(handler, review)
         value = "x" * 1024
         patch = tuple(
             {"op": "add", "path": f"/metadata/annotations/a{n}", "value": value}

@@ -13,7 +13,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.builders import container, mutated, pod
-from webhook.engine import AdmissionRequest, Decision, Engine
+from webhook.engine import Decision, Engine
+from webhook.engine.handlers import Review as HandlerReview
 from webhook.http.app import create_app
 from webhook.http.metrics import DURATION_BUCKETS, Metrics, ReviewCounts
 from webhook.http.metrics_app import create_metrics_app
@@ -104,7 +105,7 @@ def test_an_engine_that_raises_is_counted_as_an_error_of_its_operation(review: R
         def __init__(self) -> None:
             pass
 
-        def validate(self, request: AdmissionRequest) -> Decision:
+        def answer(self, handler: str, review: HandlerReview) -> Decision:
             raise RuntimeError("rule crashed on purpose")
 
     client = TestClient(create_app(Crashing))

@@ -19,7 +19,8 @@ from fastapi.testclient import TestClient
 
 from tests.builders import container, mutated, pod
 from tests.conftest import Review
-from webhook.engine import AdmissionRequest, Decision, Engine
+from webhook.engine import Decision, Engine
+from webhook.engine.handlers import Review as HandlerReview
 from webhook.engine.inventory import Inventory, NodeFacts, Taint
 from webhook.http.app import INLINE_BODY_BYTES, create_app
 from webhook.http.metrics import Metrics
@@ -31,21 +32,21 @@ class FailingEngine(Engine):
     """An engine whose validation raises, as a bug in a rule would (in the worker too:
     the class is found there by its module's name)."""
 
-    def validate(self, request: AdmissionRequest, *context: Any, **named: Any) -> Decision:
+    def answer(self, handler: str, review: HandlerReview) -> Decision:
         raise RuntimeError("rule crashed on purpose")
 
 
 class DyingEngine(Engine):
     """An engine that takes the whole worker process down, as the OOM killer would."""
 
-    def validate(self, request: AdmissionRequest, *context: Any, **named: Any) -> Decision:
+    def answer(self, handler: str, review: HandlerReview) -> Decision:
         os._exit(9)
 
 
 class StuckEngine(Engine):
     """An engine that never returns, as a rule caught in an endless loop would."""
 
-    def validate(self, request: AdmissionRequest, *context: Any, **named: Any) -> Decision:
+    def answer(self, handler: str, review: HandlerReview) -> Decision:
         time.sleep(3600)
         raise AssertionError("unreachable")
 

@@ -14,10 +14,10 @@ import pytest
 from tests.builders import pod, pod_create
 from webhook.engine import AdmissionRequest, Engine
 from webhook.engine.autoscalers import ScaleTarget
+from webhook.engine.handlers import Review
 from webhook.engine.inventory import UNKNOWN
 from webhook.engine.pod_claims import NO_CLAIMS
 from webhook.engine.templates import TemplateKind
-from webhook.http.judging import JUDGES
 from webhook.http.scaled_workloads import ScaledWorkloadReader, ScaledWorkloads
 
 DEPLOYMENT = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "trainer"}}
@@ -130,7 +130,8 @@ def test_the_target_is_worked_out_once_for_the_read_and_the_warning(engine: Engi
     request = hpa_create()
     scaled = asyncio.run(ScaledWorkloadReader(read, 2.0).scaled(counting, request))
     assert scaled is not None
-    decision = JUDGES["validate"](counting, request, UNKNOWN, scaled, NO_CLAIMS)
+    review = Review(request, UNKNOWN, NO_CLAIMS, scaled.workload, scaled.target)
+    decision = counting.answer("warn-autoscalers", review)
 
     assert decision.allowed
     assert counting.looked == 1

@@ -189,7 +189,7 @@ def test_workloads_have_a_validating_webhook_of_their_own_at_create_and_update(
         "validate.gpu-admission.io",
         "validate-workloads.gpu-admission.io",
     )
-    assert workloads["clientConfig"]["url"] == "https://127.0.0.1:9443/validate"
+    assert workloads["clientConfig"]["url"] == "https://127.0.0.1:9443/validate-workloads"
     assert [(r["apiGroups"], r["apiVersions"], r["resources"]) for r in workloads["rules"]] == [
         (["apps"], ["v1"], ["deployments", "statefulsets", "daemonsets", "replicasets"]),
         (["batch"], ["v1"], ["jobs", "cronjobs"]),
@@ -232,7 +232,7 @@ def test_autoscalers_have_a_validating_webhook_that_only_warns_and_fails_open(
 ) -> None:
     pods, _, _, _, autoscalers, *_ = rendered[1]["webhooks"]
     assert autoscalers["name"] == "warn-autoscalers.gpu-admission.io"
-    assert autoscalers["clientConfig"]["url"] == "https://127.0.0.1:9443/validate"
+    assert autoscalers["clientConfig"]["url"] == "https://127.0.0.1:9443/warn-autoscalers"
     assert autoscalers["rules"] == [
         {
             "operations": ["CREATE", "UPDATE"],
@@ -313,7 +313,7 @@ def test_pod_bindings_have_a_validating_webhook_that_sends_every_one_in_scope(
     assert bindings["namespaceSelector"] == pods["namespaceSelector"]
     assert "objectSelector" not in bindings
     assert "matchConditions" not in bindings
-    assert bindings["clientConfig"]["url"].endswith("/validate")
+    assert bindings["clientConfig"]["url"].endswith("/validate-bindings")
 
 
 class TestThePolicyConfigMapWebhook:

@@ -4,9 +4,9 @@ parsed, judged and its reply encoded, on the event loop or in the review worker.
 Small bodies are judged on the event loop (a pod takes a fraction of a millisecond);
 larger ones in the review worker's process when there is one (``webhook.http.offload``),
 so that a 7 MB Deployment never holds up `/healthz` or the next pod. Either way the
-steps are those of ``webhook.http.judging``: ``decode``, the webhook's engine call in
-``JUDGES``, then ``judged`` (or ``failed``). On the event loop, the workload an
-autoscaler under review targets is read between parsing and judging
+steps are those of ``webhook.http.judging``: ``decode``, the engine's answer for the
+route's handler (``Engine.answer``), then ``judged`` (or ``failed``). On the event loop,
+the workload an autoscaler under review targets is read between parsing and judging
 (``webhook.http.scaled_workloads``), and the templates and claims the pods under review
 name (``webhook.http.claim_reader``); in the worker, a review naming them comes back
 unjudged with their names, and is judged again once they are read.
@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from starlette.requests import ClientDisconnect, Request
 
 from webhook.engine import AdmissionRequest, Engine
+from webhook.engine.handlers import Review
 from webhook.engine.inventory import Inventory
 from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
 from webhook.http.body import (
@@ -40,7 +41,6 @@ from webhook.http.body import (
 from webhook.http.claim_reader import ClaimReader
 from webhook.http.judging import (
     INTERNAL_ERROR,
-    JUDGES,
     Judged,
     decode,
     encode,
@@ -147,8 +147,15 @@ class ReviewAnswerer:
         try:
             engine = self.engine()
             scaled = await self._scaled(webhook, engine, request)
-            claims = await self._claims(engine, request)
-            decision = JUDGES[webhook](engine, request, self.cluster(), scaled, claims)
+            claims = await self._claims(engine, request, webhook)
+            review = Review(
+                request,
+                self.cluster(),
+                claims,
+                None if scaled is None else scaled.workload,
+                None if scaled is None else scaled.target,
+            )
+            decision = engine.answer(webhook, review)
         except Exception:
             log.exception("engine failed", extra={"uid": request.uid})
             return failed(request)
@@ -160,15 +167,17 @@ class ReviewAnswerer:
     async def _scaled(
         self, webhook: str, engine: Engine, request: AdmissionRequest
     ) -> ScaledWorkload | None:
-        """Only validation warns of what an autoscaler can scale to."""
-        if self.scaled_workloads is None or webhook != "validate":
+        """Only the handler of autoscalers warns of what one can scale to."""
+        if self.scaled_workloads is None or not engine.routes.reads_scale_target(webhook, request):
             return None
         return await self.scaled_workloads.scaled(engine, request)
 
-    async def _claims(self, engine: Engine, request: AdmissionRequest) -> ClaimObjects:
+    async def _claims(
+        self, engine: Engine, request: AdmissionRequest, webhook: str
+    ) -> ClaimObjects:
         if self.claims is None:
             return NO_CLAIMS
-        return await self.claims.objects(engine, request)
+        return await self.claims.objects(engine, request, webhook)
 
 
 def _built(engine: Callable[[], Engine]) -> Engine | None:

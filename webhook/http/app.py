@@ -1,9 +1,12 @@
 """FastAPI app factory: the routes, and the bounds they answer within.
 
-``/mutate`` and ``/validate`` hand each review to a ``ReviewAnswerer``
+Each webhook the engine judges (``webhook.engine.handlers``) has a route at its own path
+(``/mutate``, ``/validate-bindings``, ...), which hands each review to a ``ReviewAnswerer``
 (``webhook.http.answering``: body received, parsed, judged, reply encoded), count what
-came of it (``webhook.http.counting``) and send the reply (``webhook.http.replies``).
-``/validate-policy`` judges the policy ConfigMap (``webhook.http.policy_route``) within
+came of it under the handler's name (``webhook.http.counting``) and send the reply
+(``webhook.http.replies``). A route answers a request of another handler's too (webhook
+configurations of before sent every one to ``/mutate`` or ``/validate``), judged by that
+handler. ``/validate-policy`` judges the policy ConfigMap (``webhook.http.policy_route``) within
 the same body bounds, its compiling in the same worker, its webhook scope by the judge
 ``scope_judge`` gives (the live configurations as last read).
 
@@ -19,7 +22,7 @@ Every answered review is counted and timed in `Metrics` (see webhook.http.metric
 the metrics app exposes on a port of its own (``webhook.http.metrics_app``); the
 engine itself knows nothing of metrics.
 
-The two review routes are plain ASGI routes (``ReviewRoute``), not FastAPI endpoints:
+The review routes are plain ASGI routes (``ReviewRoute``), not FastAPI endpoints:
 they take no parameters to resolve or validate, and FastAPI's request handler (its
 dependency solving, query parsing and per-request exit stack) cost more CPU than the
 engine's judging of a pod. FastAPI's OpenTelemetry hooks are off: the service reports
@@ -40,6 +43,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from webhook.engine import Engine
+from webhook.engine.handlers import HANDLERS, HandlerRegistry
 from webhook.engine.inventory import UNKNOWN, Inventory
 from webhook.http.answering import ReviewAnswerer
 from webhook.http.body import BodyBudget, BodyLimits
@@ -47,7 +51,6 @@ from webhook.http.claim_reader import ClaimReader, ReadClaim
 from webhook.http.counting import count
 from webhook.http.metrics import Metrics
 from webhook.http.offload import ReviewWorker
-from webhook.http.policy_route import PATH as POLICY_PATH
 from webhook.http.policy_route import CurrentScopeJudge, PolicyRoute
 from webhook.http.readiness import Readiness
 from webhook.http.replies import json_reply, review_reply
@@ -109,6 +112,7 @@ def create_app(
     claims: ReadClaim | None = None,
     body_share_per_source: int | None = None,
     scope_judge: CurrentScopeJudge | None = None,
+    handlers: HandlerRegistry = HANDLERS,
 ) -> FastAPI:
     """`engine` returns the engine to use for one review (it may change on policy reload).
 
@@ -122,7 +126,8 @@ def create_app(
     `body_share_per_source` is the most one source address holds of the large-body
     budget (half of it unless given); `scope_judge` gives the judge of a policy
     ConfigMap's webhook scope, holding the live configurations as last read (without it,
-    no policy's scope is judged).
+    no policy's scope is judged); `handlers` are the webhooks routed, those of the
+    engines `engine` returns.
     """
     app = FastAPI(
         title="gpu-admission",
@@ -155,11 +160,13 @@ def create_app(
     app.state.metrics = counted
     app.state.body_budget = answerer.limits.budget
 
-    for webhook in ("mutate", "validate"):
-        route = ReviewRoute(answerer, counted, webhook)
-        app.router.routes.append(Route(f"/{webhook}", route, methods=["POST"]))
     policy_route = PolicyRoute(answerer.limits, counted, worker, scope_judge)
-    app.router.routes.append(Route(POLICY_PATH, policy_route, methods=["POST"]))
+    for handler in handlers:
+        if handler.path == policy_route.path:
+            route: ReviewRoute | PolicyRoute = policy_route
+        else:
+            route = ReviewRoute(answerer, counted, handler.name)
+        app.router.routes.append(Route(handler.path, route, methods=["POST"]))
 
     @app.get("/healthz")
     async def healthz() -> Response:

@@ -66,18 +66,20 @@ class ClaimReader:
             self._threads = anyio.CapacityLimiter(CONCURRENT_READS)
         return self._threads
 
-    async def objects(self, engine: Engine, request: AdmissionRequest) -> ClaimObjects:
-        """The objects of the claims the pods of `request` name; NO_CLAIMS when they
-        name none. A pod's binding names its pod first and the pod its claims: what the
-        engine asks for once the first round is read comes in a second, within the same
-        ``seconds`` in all."""
-        sources = engine.claim_sources(request)
+    async def objects(
+        self, engine: Engine, request: AdmissionRequest, handler: str | None = None
+    ) -> ClaimObjects:
+        """The objects of the claims the pods of `request` (sent to the webhook named
+        `handler`, when known) name; NO_CLAIMS when they name none. A pod's binding
+        names its pod first and the pod its claims: what the engine asks for once the
+        first round is read comes in a second, within the same ``seconds`` in all."""
+        sources = engine.claim_sources(request, handler=handler)
         if not sources:
             return NO_CLAIMS
         deadline = time.monotonic() + self.seconds
         fresh = request.subresource == BINDING
         read = await self.read_all(request.namespace, sources, request.uid, fresh=fresh)
-        more = tuple(s for s in engine.claim_sources(request, read) if s not in sources)
+        more = tuple(s for s in engine.claim_sources(request, read, handler) if s not in sources)
         if not more:
             return read
         left = max(deadline - time.monotonic(), 0.0)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,17 +17,10 @@ import orjson
 
 from webhook.engine import AdmissionRequest, Decision, Engine
 from webhook.engine.claims import ClaimSource
+from webhook.engine.handlers import Review
 from webhook.engine.inventory import Inventory
 from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
 from webhook.http.review import InvalidReview, complete, errored, read_request, request_uid
-from webhook.http.scaled_workloads import ScaledWorkload
-
-Judge = Callable[
-    [Engine, AdmissionRequest, Inventory, ScaledWorkload | None, ClaimObjects], Decision
-]
-"""One webhook's call into the engine: engine, request, what the cluster has now, for an
-autoscaler under review its target and the workload it scales, and the templates and
-claims the pods under review name."""
 
 INTERNAL_ERROR = "gpu-admission internal error; see its logs"
 
@@ -43,32 +35,6 @@ REPLY_TOO_LARGE = (
     "gpu-admission's reply to this review would be {size:,} bytes, over its cap of "
     "{cap:,}; see its logs"
 )
-
-
-def _mutate(
-    engine: Engine,
-    request: AdmissionRequest,
-    now: Inventory,
-    scaled: ScaledWorkload | None,
-    claims: ClaimObjects,
-) -> Decision:
-    return engine.mutate(request, now, claims)
-
-
-def _validate(
-    engine: Engine,
-    request: AdmissionRequest,
-    now: Inventory,
-    scaled: ScaledWorkload | None,
-    claims: ClaimObjects,
-) -> Decision:
-    if scaled is None:
-        return engine.validate(request, now, claims=claims)
-    return engine.validate(request, now, scaled.workload, target=scaled.target, claims=claims)
-
-
-JUDGES: dict[str, Judge] = {"mutate": _mutate, "validate": _validate}
-"""The engine call of each webhook, by name (a name crosses a process boundary)."""
 
 
 @dataclass(frozen=True)
@@ -147,7 +113,8 @@ def judge_body(
     inventory: Inventory,
     claims: ClaimObjects | None = None,
 ) -> Judged:
-    """Decode and judge in one go (the review worker's whole job). Autoscaler targets are
+    """Decode and judge by the handler named ``webhook`` in one go (the review worker's
+    whole job). Autoscaler targets are
     not read here: a large body is never a HorizontalPodAutoscaler worth warning about.
 
     With `claims` None, a review whose pods name templates or claims is not judged: the
@@ -158,7 +125,7 @@ def judge_body(
         return request
     try:
         if claims is None:
-            sources = engine.claim_sources(request)
+            sources = engine.claim_sources(request, handler=webhook)
             if sources:
                 return Judged(
                     0,
@@ -169,7 +136,7 @@ def judge_body(
                     request.name,
                     claim_sources=sources,
                 )
-        decision = JUDGES[webhook](engine, request, inventory, None, claims or NO_CLAIMS)
+        decision = engine.answer(webhook, Review(request, inventory, claims or NO_CLAIMS))
     except Exception:
         return failed(request, traceback.format_exc())
     answered = judged(request, decision)

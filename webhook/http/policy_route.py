@@ -33,6 +33,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive, Scope, Send
 
 from webhook.engine import Decision
+from webhook.engine.handlers.policy_configmap import VALIDATE_POLICY
 from webhook.http.body import (
     BodyBudgetSpent,
     BodyLimits,
@@ -57,8 +58,8 @@ from webhook.http.replies import review_reply
 
 log = logging.getLogger("gpu_admission.http")
 
-WEBHOOK = "validate-policy"
-PATH = f"/{WEBHOOK}"
+WEBHOOK = VALIDATE_POLICY.name
+PATH = VALIDATE_POLICY.path
 
 POLICY_BODY_BYTES = 1024 * 1024
 """The largest body of a policy review answered: a policy of at most 256 KiB in object
@@ -99,6 +100,7 @@ class PolicyRoute:
         self.worker = worker
         self.scope = scope
         self.checks = PolicyChecks(self._compile)
+        self.path = PATH
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()

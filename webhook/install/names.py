@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from webhook.engine.handlers.policy_configmap import POLICY_CONFIGMAP
+
 __all__ = [
     "APP_LABELS",
     "CA_SECRET",
@@ -33,8 +35,6 @@ TLS_SECRET = "gpu-admission-tls"
 """The kubernetes.io/tls Secret the Deployment mounts: `install` or cert-manager creates it."""
 CA_SECRET = "gpu-admission-tls-ca"
 """The Secret holding the CA that `install` and `certs rotate` issue serving certificates with."""
-
-POLICY_CONFIGMAP = "gpu-admission-policy"
 
 IMAGE_NAME = "gpu-admission"
 """The image as deploy/base names it, before any override."""

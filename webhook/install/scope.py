@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.engine.decision import DENIAL_LIMIT, shorten
+from webhook.engine.handlers import HANDLERS, HandlerRegistry
 from webhook.install.configurations import Endpoint, render_webhook_configurations
 from webhook.policy import Policy
 
@@ -92,9 +93,11 @@ class ScopeDifference:
         return f"{self.webhook}: {self.reason}"
 
 
-def needed_webhooks(policy: Policy) -> dict[str, dict[str, dict[str, Any]]]:
-    """The webhooks the policy needs, by configuration kind and webhook name."""
-    mutating, validating = render_webhook_configurations(policy, _ANY_ENDPOINT)
+def needed_webhooks(
+    policy: Policy, handlers: HandlerRegistry = HANDLERS
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """The webhooks the policy needs of `handlers`, by configuration kind and webhook name."""
+    mutating, validating = render_webhook_configurations(policy, _ANY_ENDPOINT, handlers=handlers)
     return {
         MUTATING: {hook["name"]: hook for hook in mutating["webhooks"]},
         VALIDATING: {hook["name"]: hook for hook in validating["webhooks"]},
@@ -172,10 +175,12 @@ def scope_differences(
     policy: Policy,
     mutating: Mapping[str, Any] | None,
     validating: Mapping[str, Any] | None,
+    handlers: HandlerRegistry = HANDLERS,
 ) -> list[ScopeDifference]:
-    """What differs between the configurations the policy needs and the live ones (as
-    read from the API, JSON dicts; None for one that does not exist), in webhook order."""
-    needed = needed_webhooks(policy)
+    """What differs between the configurations the policy needs of `handlers` and the live
+    ones (as read from the API, JSON dicts; None for one that does not exist), in webhook
+    order."""
+    needed = needed_webhooks(policy, handlers)
     differences: list[ScopeDifference] = []
     for kind, live in ((MUTATING, mutating), (VALIDATING, validating)):
         if live is None:

@@ -1,4 +1,4 @@
-"""CEL that follows template paths into workload objects (webhook/install/conditions.py).
+"""CEL that follows template paths into workload objects (webhook/engine/handlers/template_conditions.py).
 
 kube-apiserver compiles and evaluates these in tests/e2e/test_workloads.py
 (a map wildcard for PyTorchJob, a list wildcard for JobSet); here the shape.
@@ -6,7 +6,7 @@ kube-apiserver compiles and evaluates these in tests/e2e/test_workloads.py
 
 from __future__ import annotations
 
-from webhook.install.conditions import path_condition, workload_condition
+from webhook.engine.handlers.template_conditions import path_condition, workload_condition
 from webhook.policy.compiled import TemplateKind
 
 

@@ -1,7 +1,7 @@
 """CEL matchConditions that look into the pod templates of workload objects.
 
 A workload is sent to us only when one of its templates is a pod the policy
-has an opinion on (webhook_config.gpu_relevance_condition, applied to the
+has an opinion on (webhook.engine.handlers.cel.gpu_relevance_condition, applied to the
 template). Each kind is told apart by its kind and group, and each of its
 template paths is followed with `has()` at every step, so an object without
 a template (or of another kind) evaluates to false rather than to an error,

@@ -1,0 +1,145 @@
+"""The CEL of the webhooks' matchConditions, each made from the policy.
+
+kube-apiserver evaluates them before calling the service, so they are what keeps a
+stopped or slow service from the requests the policy has no opinion on: a pod without a
+GPU marker, a ConfigMap without a device-request key, a claim of other devices. Each is
+false (never an error, which would deny under ``failurePolicy: Fail``) for what it does
+not look for; the engine's twin of each is tested against it
+(tests/engine/handlers/test_cel.py).
+"""
+
+from __future__ import annotations
+
+from webhook.engine.handlers.template_conditions import workload_condition
+from webhook.engine.templates import CONTROLLER_KINDS
+from webhook.policy.compiled import Policy
+
+__all__ = [
+    "SCHEDULING_FIELDS",
+    "claim_relevance_condition",
+    "env_key_condition",
+    "gpu_relevance_condition",
+    "scheduling_change_condition",
+    "workload_relevance_condition",
+]
+
+
+def gpu_relevance_condition(policy: Policy, root: str = "object", *, labelled: bool = True) -> str:
+    """CEL: true for a pod (or the pod template at `root`) the policy can have an opinion on.
+    With `labelled` False the workload label is left out: the webhook's objectSelector
+    has already sent labelled pods elsewhere."""
+    env = policy.visible_devices_env
+    spec = f"{root}.spec"
+    container_lists = ("containers", "initContainers", "ephemeralContainers")
+    # Every resource of a GPU domain (nvidia.com/, and those of the policy's other GPU
+    # names), so a GPU resource the policy does not know yet still reaches it.
+    names = (
+        policy.gpu_resource,
+        policy.mig_prefix,
+        *sorted(policy.other_gpu_resources),
+        *sorted(policy.dra_extended_resources),
+    )
+    domains = dict.fromkeys(name.split("/")[0] + "/" for name in names)
+    named_ours = f"exists(r, {' || '.join(f'r.startsWith({d!r})' for d in domains)})"
+    resource_checks = " || ".join(
+        f"(has({spec}.{lst}) && {spec}.{lst}.exists(c, has(c.resources) && "
+        f"((has(c.resources.limits) && c.resources.limits.{named_ours}) || "
+        f"(has(c.resources.requests) && c.resources.requests.{named_ours}))))"
+        for lst in container_lists[:2]
+    )
+    env_checks = " || ".join(
+        f"(has({spec}.{lst}) && {spec}.{lst}.exists(c, has(c.env) && "
+        f"c.env.exists(e, e.name == '{env}')))"
+        for lst in container_lists
+    )
+    # kube-apiserver's DefaultTolerationSeconds plugin gives every pod tolerations
+    # for not-ready/unreachable before webhooks run; only tolerations that could
+    # match a GPU pool's taint (or every taint) make a pod our business.
+    taint_keys = ", ".join(f"'{key}'" for key in dict.fromkeys(t.key for t in policy.gpu_taints))
+    toleration_check = (
+        f"(has({spec}.tolerations) && {spec}.tolerations.exists(t, "
+        f"!has(t.key) || t.key == '' || t.key in [{taint_keys}]))"
+    )
+    label_check = (
+        f"(has({root}.metadata) && has({root}.metadata.labels) && "
+        f"'{policy.workload_label}' in {root}.metadata.labels)"
+    )
+    # A pod bound by hand skips the scheduler and so the pools' taints; only the
+    # service knows which nodes are GPU nodes, so every such pod is ours to judge. Only
+    # at a pod's CREATE: every pod has a node once scheduled, and its later updates
+    # (a debug container, a label) must not all need the service. A template is
+    # judged at its workload's CREATE and UPDATE alike, so there it always counts.
+    # What a claim asks for is only known from its template or claim: a pod naming any
+    # claim is the service's to read.
+    claims_check = f"(has({spec}.resourceClaims) && size({spec}.resourceClaims) > 0)"
+    bound = f"(has({spec}.nodeName) && {spec}.nodeName != '')"
+    bound_check = f"(request.operation == 'CREATE' && {bound})" if root == "object" else bound
+    # Only the policy's classes may run at their PriorityClasses, labelled or not.
+    classes = ", ".join(f"'{name}'" for name in sorted(policy.governed_priority_classes))
+    priority_check = f"(has({spec}.priorityClassName) && {spec}.priorityClassName in [{classes}])"
+    spec_checks = " || ".join(
+        [resource_checks, toleration_check, env_checks, bound_check, priority_check, claims_check]
+    )
+    relevant = f"(has({spec}) && ({spec_checks}))"
+    return f"{label_check} || {relevant}" if labelled else relevant
+
+
+SCHEDULING_FIELDS = ("tolerations", "nodeSelector", "affinity", "schedulingGates")
+"""What of a pod's spec may change after its CREATE and changes where it can land:
+tolerations may be added to any pod; a pod with scheduling gates may get its node
+selector and affinity narrowed, and its gates removed."""
+
+
+def scheduling_change_condition() -> str:
+    """CEL: true for anything but an update of a pod itself that leaves where it can land
+    as it was; labels, annotations, images and the like are not ours to judge again."""
+    changed = " || ".join(
+        f"(has(object.spec.{f}) != has(oldObject.spec.{f})) || "
+        f"(has(object.spec.{f}) && object.spec.{f} != oldObject.spec.{f})"
+        for f in SCHEDULING_FIELDS
+    )
+    return (
+        "request.operation != 'UPDATE' || "
+        "(has(request.subResource) && request.subResource != '') || "
+        f"{changed}"
+    )
+
+
+def claim_relevance_condition(policy: Policy) -> str:
+    """CEL: true for a template or claim with a request of one of the policy's GPU or MIG
+    DeviceClasses: claims of other devices never reach the service."""
+    classes = ", ".join(f"'{name}'" for name in sorted(policy.dra.device_classes))
+    asks = (
+        f"(has(r.exactly) && r.exactly.deviceClassName in [{classes}]) || "
+        f"(has(r.firstAvailable) && r.firstAvailable.exists(s, s.deviceClassName in [{classes}]))"
+    )
+
+    def requested(spec: str) -> str:
+        return (
+            f"has({spec}.devices) && has({spec}.devices.requests) && "
+            f"{spec}.devices.requests.exists(r, {asks})"
+        )
+
+    template = f"has(object.spec.spec) && {requested('object.spec.spec')}"
+    return (
+        f"request.resource.resource == 'resourceclaimtemplates' ? ({template}) : "
+        f"({requested('object.spec')})"
+    )
+
+
+def env_key_condition(policy: Policy) -> str:
+    """CEL: true for a ConfigMap or Secret with a key named as a variable the runtime reads as
+    a device request; every other one (nearly all) never reaches the service."""
+    names = ", ".join(f"'{name}'" for name in sorted(policy.requested_device_env))
+    return " || ".join(
+        f"(has(object.{field}) && object.{field}.exists(k, k in [{names}]))"
+        for field in ("data", "binaryData", "stringData")
+    )
+
+
+def workload_relevance_condition(policy: Policy) -> str:
+    """CEL: true for a workload with a pod template the policy can have an opinion on."""
+    return workload_condition(
+        (*CONTROLLER_KINDS, *policy.workload_kinds),
+        lambda template: gpu_relevance_condition(policy, template),
+    )
