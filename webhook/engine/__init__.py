@@ -1,6 +1,8 @@
 """The engine: an admission request and a compiled policy in, a decision out.
 
-It owns the mutation (affinity, tolerations, priority, GPU counts, co-location,
+It owns the webhooks, each declared once with its rules, selector, conditions and
+judge (``handlers/``, the registry ``HANDLERS`` the configurations and routes are made
+from), the mutation (affinity, tolerations, priority, GPU counts, co-location,
 device isolation), the validation rules (``rules/``, declared once in its
 registry ``RULES``, which also names the rules a policy's `enforcement` may use),
 each rule's outcome for a pod, the workload templates, the autoscaler checks and
