@@ -1,13 +1,22 @@
-"""Exceptions of gpu-admission.
+"""Exceptions of gpu-admission: one tree, whose root is ``GpuAdmissionError``.
 
     GpuAdmissionError          base of everything raised on purpose
     ├── PolicyError            a policy file that cannot be loaded or compiled;
     │                          carries the problems found (PolicyProblem: the
     │                          file, line and column, field path and reason), up
     │                          to a cap, and a count of the others
-    └── MalformedObject        an object in a review that is not shaped like the
-                               Kubernetes kind it claims to be (spec a list,
-                               containers null, quantities of a wrong type)
+    ├── MalformedObject        an object in a review that is not shaped like the
+    │                          Kubernetes kind it claims to be (spec a list,
+    │                          containers null, quantities of a wrong type)
+    └── each wing's own, defined beside what raises it: a review that is not one
+        (``http.review.InvalidReview``), a body over its bounds (``http.body``), a
+        worker lost (``http.offload.WorkerFailed``), a watch expired or failed
+        (``kube.reflector``), an object too large to read (``kube.reads``), bad
+        credentials (``kube.credentials``), an install or a rotation that cannot go
+        on (``install.plan.InstallError``, ``tls.rotation.RotationError``), a
+        manifest that cannot be read (``offline.documents.ManifestError``), two
+        webhooks under one name (``engine.handlers.HandlerConflict``), ...; those that
+        were a ``ValueError`` or a ``YAMLError`` still are
 
 Everything else escaping the engine is a bug: the HTTP edge turns it into a
 denial with code 500 and logs it with the request uid.

@@ -13,6 +13,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from webhook.errors import GpuAdmissionError
+
 _INDEX = re.compile(r"0|[1-9][0-9]*")
 """A list index in a JSON pointer (RFC 6901): no sign, no leading zero."""
 
@@ -28,7 +30,7 @@ def unescape(token: str) -> str:
     return token.replace("~1", "/").replace("~0", "~")
 
 
-class PatchConflict(ValueError):
+class PatchConflict(GpuAdmissionError, ValueError):
     """An operation that does not apply to the document (a bug of whoever built it)."""
 
 

@@ -35,17 +35,19 @@ from dataclasses import dataclass
 
 from starlette.requests import ClientDisconnect, Request
 
+from webhook.errors import GpuAdmissionError
+
 MIB = 1024 * 1024
 
 STALLED_SECONDS = 1.0
 """How long a large body may still be arriving before it gives way to one that came whole."""
 
 
-class BodyTooLarge(Exception):
+class BodyTooLarge(GpuAdmissionError):
     """The body is over the cap (HTTP 413)."""
 
 
-class BodyBudgetSpent(Exception):
+class BodyBudgetSpent(GpuAdmissionError):
     """Too many large bodies are held at once (HTTP 503), or too many from this source."""
 
     def __init__(self, per_source: bool = False) -> None:
@@ -53,7 +55,7 @@ class BodyBudgetSpent(Exception):
         self.per_source = per_source
 
 
-class BodyStalled(Exception):
+class BodyStalled(GpuAdmissionError):
     """The body was still arriving when a whole one needed its room (HTTP 408)."""
 
 

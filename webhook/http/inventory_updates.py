@@ -32,6 +32,7 @@ from webhook.engine.inventory import (
     PriorityClassFacts,
     ResourceSliceFacts,
 )
+from webhook.errors import GpuAdmissionError
 
 __all__ = [
     "SAME",
@@ -78,7 +79,7 @@ class InventoryUpdate:
     device_classes: Same | Mapping[str, DeviceClassFacts] | None
 
 
-class StaleInventory(Exception):
+class StaleInventory(GpuAdmissionError):
     """An update for a version the worker does not hold."""
 
 

@@ -59,6 +59,7 @@ from typing import Any, TypeVar
 from webhook.engine import Engine
 from webhook.engine.inventory import Inventory
 from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
+from webhook.errors import GpuAdmissionError
 from webhook.http.inventory_updates import (
     Held,
     InventoryUpdate,
@@ -84,7 +85,7 @@ RESTART_REASONS = (DEADLINE, DIED)
 T = TypeVar("T")
 
 
-class WorkerFailed(Exception):
+class WorkerFailed(GpuAdmissionError):
     """The worker died, or was killed past its deadline, before answering."""
 
     def __init__(self, message: str) -> None:

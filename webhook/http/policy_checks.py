@@ -28,6 +28,7 @@ import asyncio
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 
+from webhook.errors import GpuAdmissionError
 from webhook.http.policy_check import PolicyQuestion
 
 Verdict = str | None
@@ -39,7 +40,7 @@ VERDICTS = 256
 """Verdicts kept: a digest and a message of at most the engine's denial length each."""
 
 
-class ChecksBusy(Exception):
+class ChecksBusy(GpuAdmissionError):
     """No room for this policy now: ``per_source`` says whether its source is over its share."""
 
     def __init__(self, per_source: bool) -> None:

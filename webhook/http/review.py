@@ -25,12 +25,13 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from webhook.engine import AdmissionRequest, Decision
+from webhook.errors import GpuAdmissionError
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
 
 
-class InvalidReview(ValueError):
+class InvalidReview(GpuAdmissionError, ValueError):
     """The body is not an AdmissionReview v1 this service can answer."""
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from webhook.errors import GpuAdmissionError
 from webhook.install.configurations import Endpoint, render_webhook_configurations
 from webhook.install.names import (
     APP_LABELS,
@@ -50,7 +51,7 @@ CLUSTER_SCOPED = frozenset(
 WEBHOOK_KINDS = frozenset({"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"})
 
 
-class InstallError(Exception):
+class InstallError(GpuAdmissionError):
     """Install or uninstall could not finish; the message says what to do."""
 
 

@@ -36,6 +36,8 @@ from kubernetes.config.kube_config import (
     KubeConfigMerger,
 )
 
+from webhook.errors import GpuAdmissionError
+
 __all__ = [
     "CONNECT_RETRIES",
     "Credentials",
@@ -49,7 +51,7 @@ CONNECT_RETRIES = 1
 read that fails (a TLS handshake or an answer that does not come) is not retried."""
 
 
-class CredentialsError(Exception):
+class CredentialsError(GpuAdmissionError):
     """No usable credentials; the message is one line saying what was tried and why."""
 
 

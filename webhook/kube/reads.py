@@ -16,12 +16,13 @@ from typing import Any
 import orjson
 from kubernetes import client
 
+from webhook.errors import GpuAdmissionError
 from webhook.kube.api_errors import NOT_FOUND, ApiException
 
 __all__ = ["ObjectTooLarge", "read_namespaced", "read_pod"]
 
 
-class ObjectTooLarge(Exception):
+class ObjectTooLarge(GpuAdmissionError):
     """The object's JSON is larger than the reader takes."""
 
 

@@ -45,6 +45,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import orjson
 from urllib3.exceptions import HTTPError, MaxRetryError, NewConnectionError, ProtocolError
 
+from webhook.errors import GpuAdmissionError
 from webhook.kube.api_errors import GONE, ApiException, api_error_message
 from webhook.kube.frozen_views import Freezer
 
@@ -198,11 +199,11 @@ class KindStatus:
 # -- one kind ---------------------------------------------------------------
 
 
-class Expired(Exception):
+class Expired(GpuAdmissionError):
     """The watch's resourceVersion is gone (410): relist."""
 
 
-class WatchFailed(Exception):
+class WatchFailed(GpuAdmissionError):
     """An ERROR event other than 410."""
 
 

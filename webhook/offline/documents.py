@@ -18,6 +18,7 @@ from typing import Any, TextIO
 
 import yaml
 
+from webhook.errors import GpuAdmissionError
 from webhook.policy.yaml_source import StrictLoader, yaml_problem
 
 STDIN = "-"
@@ -26,7 +27,7 @@ MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 JSON_WHITESPACE = " \t\n\r"
 
 
-class ManifestError(Exception):
+class ManifestError(GpuAdmissionError):
     """A manifest that cannot be read, with the file and line of the problem."""
 
     def __init__(self, source: str, line: int | None, reason: str) -> None:
@@ -192,7 +193,7 @@ def read_json_documents(text: str, source: str) -> list[Document]:
         raise ManifestError(source, line, f"not valid JSON: found duplicate key {error}") from None
 
 
-class _DuplicateKey(Exception):
+class _DuplicateKey(GpuAdmissionError):
     pass
 
 

@@ -20,6 +20,8 @@ import yaml
 from yaml.composer import ComposerError
 from yaml.constructor import ConstructorError
 
+from webhook.errors import GpuAdmissionError
+
 MERGE_TAG = "tag:yaml.org,2002:merge"
 
 FieldPath = tuple[str | int, ...]
@@ -146,7 +148,7 @@ class YamlSource:
         return self.positions.get(())
 
 
-class TooLarge(yaml.YAMLError):
+class TooLarge(GpuAdmissionError, yaml.YAMLError):
     """A document whose aliases expand it past the values it may hold (an alias inside
     what it stands for never ends)."""
 

@@ -37,6 +37,7 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
+from webhook.errors import GpuAdmissionError
 from webhook.service.file_poll import DEFAULT_INTERVAL, FilePoller, content_digest
 from webhook.tls.key_match import key_matches
 from webhook.tls.pki import certificates_from_pem
@@ -68,7 +69,7 @@ def serving_context() -> ssl.SSLContext:
     return context
 
 
-class InvalidKeyPair(ValueError):
+class InvalidKeyPair(GpuAdmissionError, ValueError):
     """The certificate and key files cannot be served together."""
 
 

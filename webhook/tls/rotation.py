@@ -33,6 +33,7 @@ from typing import Protocol
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
+from webhook.errors import GpuAdmissionError
 from webhook.tls.pki import (
     CertificateAuthority,
     ca_bundle,
@@ -71,7 +72,7 @@ __all__ = [
 DEFAULT_THRESHOLD = 1 / 3
 
 
-class RotationError(Exception):
+class RotationError(GpuAdmissionError):
     """The cluster is not in a state this rotation can start from; nothing was changed
     by the step that raised it."""
 
