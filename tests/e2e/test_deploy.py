@@ -33,10 +33,7 @@ from .webhook_server import WebhookServer
 DEPLOY = REPO / "deploy"
 NAMESPACE = "gpu-admission"
 SELECTOR = "app.kubernetes.io/name=gpu-admission,app.kubernetes.io/component=webhook"
-CONFIGURATIONS = {
-    "mutatingwebhookconfiguration": "/mutate",
-    "validatingwebhookconfiguration": "/validate",
-}
+CONFIGURATIONS = ("mutatingwebhookconfiguration", "validatingwebhookconfiguration")
 WEBHOOK_COUNTS = {"mutatingwebhookconfiguration": 2, "validatingwebhookconfiguration": 9}
 """Pods with and without the workload label are mutated and validated by a webhook
 each, class pods' updates by one more; workloads' templates by a validating webhook
@@ -86,19 +83,26 @@ def patch(controlplane: ControlPlane, kind: str, operations: list[dict[str, Any]
     )
 
 
+def path_of(hook: dict[str, Any]) -> str:
+    """Each webhook is served at its name's first label (``/validate-bindings``)."""
+    name: str = hook["name"]
+    return name.split(".")[0]
+
+
 @contextmanager
 def pointed_at(controlplane: ControlPlane, server: WebhookServer) -> Iterator[None]:
     """The applied configurations with their clientConfig patched to `server`'s URL."""
     applied_configs = {
         kind: controlplane.get_json(kind, "gpu-admission") for kind in CONFIGURATIONS
     }
-    for kind, path in CONFIGURATIONS.items():
+    for kind in CONFIGURATIONS:
         operations = []
-        for index in range(len(applied_configs[kind]["webhooks"])):
+        for index, hook in enumerate(applied_configs[kind]["webhooks"]):
             client_config = f"/webhooks/{index}/clientConfig"
+            url = f"{server.url}/{path_of(hook)}"
             operations += [
                 {"op": "remove", "path": f"{client_config}/service"},
-                {"op": "add", "path": f"{client_config}/url", "value": server.url + path},
+                {"op": "add", "path": f"{client_config}/url", "value": url},
                 {"op": "add", "path": f"{client_config}/caBundle", "value": server.ca_bundle},
             ]
         patch(controlplane, kind, operations)
@@ -138,9 +142,7 @@ def test_the_stored_webhooks_are_the_rendered_ones_without_a_ca_bundle(
                 "service": {
                     "name": "gpu-admission",
                     "namespace": NAMESPACE,
-                    "path": "/validate-policy"
-                    if hook["name"] == POLICY_WEBHOOK
-                    else CONFIGURATIONS[kind],
+                    "path": f"/{path_of(hook)}",
                     "port": 443,
                 }
             }

@@ -197,6 +197,27 @@ def audit_cluster(
     `only`, when given, narrows the run to the namespaces it names that are in scope, each
     listed by its namespaced calls (with `all_namespaces` too): nothing is asked of the
     others. Each named one out of scope is left in ``not_audited`` with the reason."""
+    run = _run_of(api, engine, all_namespaces, service_namespace, only)
+    if not run.namespaces:
+        return run
+    if inventory is None:
+        inventory = _read_inventory(api, engine, run.unlisted)
+    listed_in = None if all_namespaces and only is None else run.namespaces
+    audit = _Audit(api, engine, run, inventory, keep, found, listed, should_stop)
+    if audit.list_kinds(listed_in, narrowed=only is not None):
+        audit.judge_orphans()
+    return run
+
+
+def _run_of(
+    api: Any,
+    engine: Engine,
+    all_namespaces: bool,
+    service_namespace: str | None,
+    only: Iterable[str] | None,
+) -> AuditRun:
+    """The run of the namespaces to audit, narrowed to `only` (those named out of scope
+    left in ``not_audited``), each counted in its summary."""
     namespaces = namespaces_to_audit(api, engine, all_namespaces, service_namespace)
     not_audited: dict[str, str] = {}
     if only is not None:
@@ -209,58 +230,93 @@ def audit_cluster(
     run = AuditRun(namespaces, not_audited=not_audited)
     for namespace in namespaces:
         run.summary.include_namespace(namespace)
-    if not namespaces:
-        return run
-    if inventory is None:
-        inventory = _read_inventory(api, engine, run.unlisted)
-    in_scope = frozenset(namespaces)
-    listed_in = None if all_namespaces and only is None else namespaces
-    versions = preferred_versions(api)
-    claims_of = (
-        ClaimReads(api, run.unlisted) if versions.get(RESOURCE_GROUP) == RESOURCE_VERSION else None
-    )
-    kinds = owners_first(engine.kinds)
-    served = tuple(kind for kind in kinds if kind.group in versions)
-    owners = OwnerCheck(engine.kinds, served)
+    return run
 
-    def judged(findings: Iterable[Finding]) -> None:
+
+class _Audit:
+    """One run's listing and judging, kind after kind, then the workloads whose owner
+    never appeared."""
+
+    def __init__(
+        self,
+        api: Any,
+        engine: Engine,
+        run: AuditRun,
+        inventory: Inventory,
+        keep: Callable[[Finding], bool],
+        found: Callable[[Finding], None] | None,
+        listed: ListedCount | None,
+        should_stop: Callable[[], bool],
+    ) -> None:
+        self.api, self.engine, self.run, self.inventory = api, engine, run, inventory
+        self.keep, self.found, self.listed, self.should_stop = keep, found, listed, should_stop
+        self.in_scope = frozenset(run.namespaces)
+        self.versions = preferred_versions(api)
+        dra = self.versions.get(RESOURCE_GROUP) == RESOURCE_VERSION
+        self.claims_of = ClaimReads(api, run.unlisted) if dra else None
+        self.served = tuple(k for k in owners_first(engine.kinds) if k.group in self.versions)
+        self.owners = OwnerCheck(engine.kinds, self.served)
+
+    def judged(self, findings: Iterable[Finding]) -> None:
         for finding in findings:
-            run.summary.add(finding)
-            if keep(finding):
-                run.findings.append(finding)
-            if found is not None:
-                found(finding)
+            self.run.summary.add(finding)
+            if self.keep(finding):
+                self.run.findings.append(finding)
+            if self.found is not None:
+                self.found(finding)
 
-    for kind in served:
-        if should_stop():
-            run.stopped = True
-            return run
-        where = listed_in
-        if listed_in is not None and only is None:
-            where = where_to_list(api, kind, versions[kind.group], listed_in)
+    def stopped(self) -> bool:
+        """Whether the run is to end here (then said so in the run)."""
+        if self.should_stop():
+            self.run.stopped = True
+        return self.run.stopped
+
+    def list_kinds(self, listed_in: tuple[str, ...] | None, *, narrowed: bool) -> bool:
+        """Each kind served listed (across the cluster for `listed_in` None) and judged;
+        False when the run was stopped."""
+        for kind in self.served:
+            if self.stopped():
+                return False
+            where = listed_in
+            if listed_in is not None and not narrowed:
+                where = where_to_list(self.api, kind, self.versions[kind.group], listed_in)
+            if not self._list_kind(kind, where):
+                return False
+            self.owners.listed(kind)
+        return True
+
+    def _list_kind(self, kind: TemplateKind, where: tuple[str, ...] | None) -> bool:
+        version = self.versions[kind.group]
         try:
-            listing = list_kind(api, kind, versions[kind.group], namespaces=where, progress=listed)
+            listing = list_kind(self.api, kind, version, namespaces=where, progress=self.listed)
             for item in listing:
-                judged(_judge_listed(engine, kind, item, in_scope, inventory, claims_of, owners))
-                if should_stop():  # before the next object is read
+                self.judged(
+                    _judge_listed(
+                        self.engine, kind, item, self.in_scope, self.inventory,
+                        self.claims_of, self.owners,
+                    )
+                )  # fmt: skip
+                if self.stopped():  # before the next object is read
                     listing.close()
-                    run.stopped = True
-                    return run
+                    return False
         except ApiException as error:
-            run.unlisted[kind.kind] = api_error_message(error)
+            self.run.unlisted[kind.kind] = api_error_message(error)
             log.warning(
                 "audit: a kind could not be listed",
-                extra={"kind": kind.kind, "reason": run.unlisted[kind.kind]},
+                extra={"kind": kind.kind, "reason": self.run.unlisted[kind.kind]},
             )
-        owners.listed(kind)
-    for deferred in owners.orphans():
-        if should_stop():
-            run.stopped = True
-            return run
-        judged(
-            _judge_again(api, engine, versions, deferred, in_scope, inventory, claims_of, owners)
-        )
-    return run
+        return True
+
+    def judge_orphans(self) -> None:
+        for deferred in self.owners.orphans():
+            if self.stopped():
+                return
+            self.judged(
+                _judge_again(
+                    self.api, self.engine, self.versions, deferred, self.in_scope,
+                    self.inventory, self.claims_of, self.owners,
+                )
+            )  # fmt: skip
 
 
 def owners_first(kinds: Iterable[TemplateKind]) -> tuple[TemplateKind, ...]:
