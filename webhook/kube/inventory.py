@@ -121,55 +121,54 @@ class InventoryWatcher:
         self._publish_lock = threading.Lock()
         self._current = Inventory()
         self._threads: list[threading.Thread] = []
-        common: dict[str, Any] = {
+        self._reflector_options: dict[str, Any] = {
             "publish": self._publish,
             "stop": self._stop,
             "watch_timeout_seconds": watch_timeout_seconds,
             "page_size": page_size,
         }
+        self._backoff_cap = relist_backoff_cap
         core: Any = client.CoreV1Api(api)
         scheduling: Any = client.SchedulingV1Api(api)
-        self._nodes: Reflector[NodeFacts, Ordered[NodeFacts]] = Reflector(
+        self._nodes: Reflector[NodeFacts, Ordered[NodeFacts]] = self._reflector(
             NODES,
             core.list_node,
             functools.partial(node_facts, label_keys=node_label_keys),
             NameOrdered(),
-            backoff=Backoff(cap=relist_backoff_cap),
-            **common,
         )
         self._priority_classes: Reflector[PriorityClassFacts, Mapping[str, PriorityClassFacts]]
-        self._priority_classes = Reflector(
-            PRIORITY_CLASSES,
-            scheduling.list_priority_class,
-            priority_class_facts,
-            Copied(),
-            backoff=Backoff(cap=relist_backoff_cap),
-            **common,
+        self._priority_classes = self._reflector(
+            PRIORITY_CLASSES, scheduling.list_priority_class, priority_class_facts, Copied()
         )
         self._resource_slices: Reflector[ResourceSliceFacts, Ordered[ResourceSliceFacts]]
         self._device_classes: Reflector[DeviceClassFacts, Mapping[str, DeviceClassFacts]]
         self._dra: tuple[Reflector[Any, Any], ...] = ()
         if dra:
             resource: Any = client.ResourceV1Api(api)
-            self._resource_slices = Reflector(
+            self._resource_slices = self._reflector(
                 RESOURCE_SLICES,
                 resource.list_resource_slice,
                 functools.partial(
                     resource_slice_facts, drivers=dra_drivers, attributes=device_attributes
                 ),
                 NameOrdered(),
-                backoff=Backoff(cap=relist_backoff_cap),
-                **common,
             )
-            self._device_classes = Reflector(
-                DEVICE_CLASSES,
-                resource.list_device_class,
-                device_class_facts,
-                Copied(),
-                backoff=Backoff(cap=relist_backoff_cap),
-                **common,
+            self._device_classes = self._reflector(
+                DEVICE_CLASSES, resource.list_device_class, device_class_facts, Copied()
             )
             self._dra = (self._resource_slices, self._device_classes)
+
+    def _reflector(self, resource: Any, list_call: Any, facts: Any, store: Any) -> Any:
+        """A reflector of `resource` publishing into this inventory, with a backoff of its
+        own."""
+        return Reflector(
+            resource,
+            list_call,
+            facts,
+            store,
+            backoff=Backoff(cap=self._backoff_cap),
+            **self._reflector_options,
+        )
 
     @property
     def current(self) -> Inventory:
