@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from webhook.http import policy_route
+from webhook.http.policy import route as policy_route
 from webhook.install.configurations import (
     POLICY_PATH,
     POLICY_WEBHOOK,

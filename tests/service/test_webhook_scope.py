@@ -13,7 +13,7 @@ import pytest
 
 from tests.clock import ManualClock
 from webhook.http.metrics import Metrics
-from webhook.http.policy_check import SCOPE_NOT_COMPARED
+from webhook.http.policy.verdict import SCOPE_NOT_COMPARED
 from webhook.install.configurations import (
     MUTATING_WEBHOOK,
     VALIDATING_WEBHOOK,

@@ -6,7 +6,7 @@ Each webhook the engine judges (``webhook.engine.handlers``) has a route at its 
 came of it under the handler's name (``webhook.http.counting``) and send the reply
 (``webhook.http.replies``). A route answers a request of another handler's too (webhook
 configurations of before sent every one to ``/mutate`` or ``/validate``), judged by that
-handler. ``/validate-policy`` judges the policy ConfigMap (``webhook.http.policy_route``) within
+handler. ``/validate-policy`` judges the policy ConfigMap (``webhook.http.policy.route``) within
 the same body bounds, its compiling in the same worker, its webhook scope by the judge
 ``scope_judge`` gives (the live configurations as last read).
 
@@ -51,7 +51,7 @@ from webhook.http.claim_reader import ClaimReader, ReadClaim
 from webhook.http.counting import count
 from webhook.http.metrics import Metrics
 from webhook.http.offload import ReviewWorker
-from webhook.http.policy_route import CurrentScopeJudge, PolicyRoute
+from webhook.http.policy.route import CurrentScopeJudge, PolicyRoute
 from webhook.http.readiness import Readiness
 from webhook.http.replies import json_reply, review_reply
 from webhook.http.scaled_workloads import ScaledWorkloadReader, ScaledWorkloads
@@ -141,14 +141,7 @@ def create_app(
     answerer = ReviewAnswerer(
         engine,
         cluster=inventory or (lambda: UNKNOWN),
-        limits=BodyLimits(
-            max_body_bytes,
-            INLINE_BODY_BYTES,
-            BodyBudget(
-                body_budget_bytes,
-                body_budget_bytes // 2 if body_share_per_source is None else body_share_per_source,
-            ),
-        ),
+        limits=_body_limits(max_body_bytes, body_budget_bytes, body_share_per_source),
         worker=worker,
         scaled_workloads=(
             None
@@ -168,6 +161,17 @@ def create_app(
             route = ReviewRoute(answerer, counted, handler.name)
         app.router.routes.append(Route(handler.path, route, methods=["POST"]))
 
+    _add_probes(app, probes)
+    return app
+
+
+def _body_limits(max_body: int, budget: int, share_per_source: int | None) -> BodyLimits:
+    """The bounds of bodies: one's largest, those judged inline, those held at once."""
+    share = budget // 2 if share_per_source is None else share_per_source
+    return BodyLimits(max_body, INLINE_BODY_BYTES, BodyBudget(budget, share))
+
+
+def _add_probes(app: FastAPI, probes: Readiness) -> None:
     @app.get("/healthz")
     async def healthz() -> Response:
         return json_reply({"status": "ok"}, 200)
@@ -176,8 +180,6 @@ def create_app(
     async def readyz() -> Response:
         ready, details = probes.report()
         return json_reply({"ready": ready, "checks": details}, 200 if ready else 503)
-
-    return app
 
 
 class ReviewRoute:

@@ -33,7 +33,7 @@ answered 503 saying so, and ``on_restart("deadline")`` told (``"died"`` for a wo
 that died). Its jobs end with it, answered 503 as well.
 
 The same worker checks the policies of ``/validate-policy`` (``check_policy``), one at a
-time as the route sends them (``webhook.http.policy_route``): a process of its own would
+time as the route sends them (``webhook.http.policy.route``): a process of its own would
 cost its 35 MiB again under a 256 MiB limit, and in a thread a policy's YAML would hold
 the event loop's GIL. A large review waits for at most the one policy being checked.
 
@@ -69,7 +69,7 @@ from webhook.http.inventory_updates import (
 )
 from webhook.http.judging import Judged, encode, judge_body
 from webhook.http.memory import give_back, keep_large_blocks_mapped
-from webhook.http.policy_check import PolicyQuestion, policy_verdict
+from webhook.http.policy.verdict import PolicyQuestion, policy_verdict
 
 log = logging.getLogger("gpu_admission.http")
 

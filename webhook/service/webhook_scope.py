@@ -21,7 +21,7 @@ API unreachable) is shown, and the last comparison stands.
 
 The webhooks last read are kept for the policy ConfigMap's webhook (``judge``: a
 ``ScopeCheck``), which refuses an edit of the policy that needs another scope
-(``webhook.http.policy_check``) without waiting on the API in the review: what it
+(``webhook.http.policy.verdict``) without waiting on the API in the review: what it
 compares with is at most ``interval`` old, or a policy reload's.
 """
 
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.http.metrics import Metrics
-from webhook.http.policy_check import SCOPE_NOT_COMPARED
+from webhook.http.policy.verdict import SCOPE_NOT_COMPARED
 from webhook.install.scope import (
     FIX,
     SCOPE_ANNOTATION,
@@ -72,7 +72,7 @@ NOT_COMPARED = (
 @dataclass(frozen=True)
 class ScopeCheck:
     """The policy ConfigMap webhook's judge of a policy's scope (``ScopeJudge`` of
-    ``webhook.http.policy_check``), against the `live` webhooks (None: not known)."""
+    ``webhook.http.policy.verdict``), against the `live` webhooks (None: not known)."""
 
     live: LiveWebhooks | None
     annotation: str = SCOPE_ANNOTATION

@@ -4,7 +4,7 @@ cannot load fails with its problems.
 Only ConfigMaps of the service's own namespace named ``gpu-admission-policy`` (or
 kustomize's ``gpu-admission-policy-<hash>``), at CREATE and UPDATE, never DELETE. The
 service answers it itself, not the engine: the check compiles the policy in a worker of
-its own and compares its scope with the live configurations (``webhook.http.policy_route``).
+its own and compares its scope with the live configurations (``webhook.http.policy.route``).
 It fails open: a stopped or broken service must never stop an operator from applying the
 policy that repairs it, and the service keeps its last good policy whatever the
 ConfigMap holds.

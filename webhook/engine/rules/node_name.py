@@ -29,17 +29,7 @@ def check_node_name(context: RuleContext) -> list[Violation]:
     bound = f"{subject} names node {echo(node)} in spec.nodeName, which bypasses the scheduler"
     place = now.nodes.get(node) if now.nodes is not None else None
     if place is None:
-        unknown = (
-            "the service has no live inventory of nodes"
-            if now.nodes is None
-            else "no such node exists"
-        )
-        return [
-            Violation(
-                rule,
-                f"{bound}, and {unknown}, so whether it is a GPU node cannot be told; {ADVICE}",
-            )
-        ]
+        return [Violation(rule, f"{bound}, and {_unplaceable(now.nodes is None)}; {ADVICE}")]
     if place.pool is None:
         if not place.offers_gpus:
             return []
@@ -69,13 +59,25 @@ def check_node_name(context: RuleContext) -> list[Violation]:
                 f"{workload.name}; {ADVICE}",
             )
         ]
-    model = pod.labels.get(policy.gpu_model_label)
-    if model and place.model and model != place.model:
+    return _other_model(context, bound, place.model)
+
+
+def _unplaceable(no_inventory: bool) -> str:
+    unknown = (
+        "the service has no live inventory of nodes" if no_inventory else "no such node exists"
+    )
+    return f"{unknown}, so whether it is a GPU node cannot be told"
+
+
+def _other_model(context: RuleContext, bound: str, node_model: str | None) -> list[Violation]:
+    label = context.policy.gpu_model_label
+    model = context.pod.labels.get(label)
+    if model and node_model and model != node_model:
         return [
             Violation(
                 MODEL,
-                f"{bound}; the node has GPU model {place.model}, but the pod is labelled "
-                f"{policy.gpu_model_label}={model}; {ADVICE}",
+                f"{bound}; the node has GPU model {node_model}, but the pod is labelled "
+                f"{label}={model}; {ADVICE}",
             )
         ]
     return []

@@ -20,7 +20,7 @@ says its configurations come in the same apply, or that the live configurations 
 it refuses any other, saying what differs and what to do; and when it knows no live
 configurations, the policy is admitted with its warning that nothing was compared.
 
-It is two steps, as the route (``webhook.http.policy_route``) runs them apart:
+It is two steps, as the route (``webhook.http.policy.route``) runs them apart:
 ``policy_question`` answers at once what needs no compiling (not a ConfigMap, an update
 that leaves the policy as it was, no policy key, too large) and otherwise says what to
 compile, a ``PolicyQuestion``; ``policy_verdict`` compiles it, off the event loop, into

@@ -1,4 +1,4 @@
-"""The queue of `webhook.http.policy_checks`: one compilation per policy, sources taken
+"""The queue of `webhook.http.policy.queue`: one compilation per policy, sources taken
 in turn, a bounded share per source, refusals at once."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import asyncio
 import pytest
 
 from tests.http.live import run
-from webhook.http.policy_check import PolicyQuestion
-from webhook.http.policy_checks import ChecksBusy, PolicyChecks, Verdict, VerdictCache
+from webhook.http.policy.queue import ChecksBusy, PolicyChecks, Verdict, VerdictCache
+from webhook.http.policy.verdict import PolicyQuestion
 
 
 def question(text: str) -> PolicyQuestion:

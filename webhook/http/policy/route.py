@@ -5,8 +5,8 @@ The body is read within bounds of its own (``POLICY_BODY_BYTES``, answered 413; 
 is at most 256 KiB, and an UPDATE carries it twice) and on the budget of large bodies
 (``webhook.http.body``, with its share per source). It is decoded on the event loop
 (about 1 ms for the largest body: the review around one long string), and what needs no
-compiling is answered there (``webhook.http.policy_check``). A policy to compile goes to
-the queue of ``webhook.http.policy_checks``: kept verdicts by digest, the sources taken
+compiling is answered there (``webhook.http.policy.verdict``). A policy to compile goes to
+the queue of ``webhook.http.policy.queue``: kept verdicts by digest, the sources taken
 in turn, a bounded share per source; the compiling itself runs in the review worker's
 process when there is one (``webhook.http.offload``), so that a policy's YAML never
 holds the event loop's GIL while pods wait, and in a thread otherwise.
@@ -14,7 +14,7 @@ holds the event loop's GIL while pods wait, and in a thread otherwise.
 The policy's webhook scope is judged by what ``scope`` gives for each review: a judge
 holding the live configurations as the replica last read them
 (``webhook.service.webhook_scope`` reads them in a thread of its own, so that a review
-never waits on the API); see ``webhook.http.policy_check``.
+never waits on the API); see ``webhook.http.policy.verdict``.
 
 Refusals say when to try again (Retry-After): 429 for a source with as many policies
 waiting as it may have, 503 when the queue is full or the worker failed. The reply and its
@@ -46,14 +46,14 @@ from webhook.http.counting import count
 from webhook.http.judging import Judged, decode, encode, failed, judged
 from webhook.http.metrics import Metrics
 from webhook.http.offload import ReviewWorker, WorkerFailed
-from webhook.http.policy_check import (
+from webhook.http.policy.queue import ChecksBusy, PolicyChecks, Verdict
+from webhook.http.policy.verdict import (
     PolicyQuestion,
     ScopeJudge,
     policy_question,
     policy_verdict,
     verdict_decision,
 )
-from webhook.http.policy_checks import ChecksBusy, PolicyChecks, Verdict
 from webhook.http.replies import review_reply
 
 log = logging.getLogger("gpu_admission.http")

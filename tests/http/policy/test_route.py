@@ -1,4 +1,4 @@
-"""``/validate-policy`` (webhook/http/policy_route.py, policy_check.py): the policy
+"""``/validate-policy`` (webhook/http/policy/route.py, verdict.py): the policy
 ConfigMap is admitted when its policy serves and denied with every problem otherwise."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from webhook.engine.decision import DENIAL_LIMIT
 from webhook.http.app import create_app
 from webhook.http.metrics import Metrics
 from webhook.http.offload import ReviewWorker
-from webhook.http.policy_check import MAX_POLICY_BYTES, POLICY_KEY, PROBLEMS_LIMIT
-from webhook.http.policy_route import POLICY_BODY_BYTES
+from webhook.http.policy.route import POLICY_BODY_BYTES
+from webhook.http.policy.verdict import MAX_POLICY_BYTES, POLICY_KEY, PROBLEMS_LIMIT
 from webhook.install.configurations import Endpoint, render_webhook_configurations
 from webhook.install.scope import FIX, SCOPE_ANNOTATION, LiveWebhooks, scope_digest
 from webhook.policy import load_policy_text

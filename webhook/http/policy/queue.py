@@ -29,7 +29,7 @@ from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 
 from webhook.errors import GpuAdmissionError
-from webhook.http.policy_check import PolicyQuestion
+from webhook.http.policy.verdict import PolicyQuestion
 
 Verdict = str | None
 """A denial's message, or None for a policy that serves."""
