@@ -7,9 +7,9 @@ from typing import Any
 import jsonpatch
 
 from webhook.engine import AdmissionRequest, Decision, Engine
-from webhook.engine.claims import ClaimSource
+from webhook.engine.dra.claims import ClaimSource
+from webhook.engine.dra.pod_claims import NO_CLAIMS, ClaimObjects
 from webhook.engine.inventory import UNKNOWN, Inventory
-from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
 
 WORKLOAD = "gpu-admission.io/workload"
 GPU_MODEL = "gpu-admission.io/gpu-model"

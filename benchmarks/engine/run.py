@@ -43,8 +43,10 @@ import orjson
 
 from benchmarks.common.report import markdown_table, this_cpu_model
 from webhook.engine import AdmissionRequest, Decision, Engine
-from webhook.engine.capacity_now import CapacityTracker, capacity_now
-from webhook.engine.claims import TEMPLATE, ClaimSource
+from webhook.engine.capacity.now import CapacityTracker, capacity_now
+from webhook.engine.dra.api import TEMPLATE
+from webhook.engine.dra.claims import ClaimSource
+from webhook.engine.dra.pod_claims import NO_CLAIMS, ClaimObjects
 from webhook.engine.inventory import (
     UNKNOWN,
     DeviceFacts,
@@ -55,7 +57,6 @@ from webhook.engine.inventory import (
 )
 from webhook.engine.kept import NothingKept
 from webhook.engine.placement_answers import NoAnswers
-from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
 from webhook.policy import Policy, load_policy_text
 from webhook.policy.compiled import Taint
 from webhook.policy.load import default_policy_text, load_default_policy

@@ -36,7 +36,8 @@ from decimal import Decimal
 
 from benchmarks.common.report import markdown_table
 from benchmarks.scale import fleet
-from webhook.engine.capacity_now import CapacityTracker, capacity_now
+from webhook.engine.capacity.now import CapacityTracker, capacity_now
+from webhook.engine.dra.resource_slices import device_class_facts, resource_slice_facts
 from webhook.engine.inventory import (
     Inventory,
     NodeFacts,
@@ -44,7 +45,6 @@ from webhook.engine.inventory import (
     node_facts,
     priority_class_facts,
 )
-from webhook.engine.resource_slices import device_class_facts, resource_slice_facts
 from webhook.http.inventory_updates import applied, update_from
 from webhook.kube.frozen_views import NameOrdered
 from webhook.policy import Policy, load_policy_text

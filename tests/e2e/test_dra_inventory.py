@@ -3,7 +3,7 @@
 ResourceSlices and DeviceClasses are published with the real kubectl the way a DRA
 driver publishes them (``dra.py``: NVIDIA's attribute names and classes under a driver
 name of the harness's own); the watcher's snapshot, read through the policy
-(``webhook.engine.dra_capacity``), must follow them within seconds as they appear, as a
+(``webhook.engine.dra.capacity``), must follow them within seconds as they appear, as a
 new generation replaces the devices of a node (in two slices, the first alone counting
 for nothing, as kube-scheduler sees it), and as they are withdrawn. ``serve`` itself
 reports the new kinds in ``/readyz`` when its policy has a DRA pool, and the serve
@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from webhook.engine.dra_capacity import DraNow, dra_now
+from webhook.engine.dra.capacity import DraNow, dra_now
 from webhook.engine.inventory import Inventory
 from webhook.install.plan import base_objects
 from webhook.kube.client import api_client

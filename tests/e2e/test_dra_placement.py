@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from webhook.engine.claims import ClaimSource
+from webhook.engine.dra.claims import ClaimSource
 from webhook.engine.serving import serving_engine
 from webhook.kube.client import api_client
 from webhook.offline.audit import Finding

@@ -23,7 +23,7 @@ from webhook.engine.autoscalers import (
     scale_target,
     target_kind,
 )
-from webhook.engine.capacity_now import CapacityNow, capacity_now
+from webhook.engine.capacity.now import CapacityNow, capacity_now
 from webhook.engine.inventory import Inventory, NodeFacts
 from webhook.engine.request import AdmissionRequest
 from webhook.engine.templates import BUILT_IN_KINDS, template_kinds

@@ -11,8 +11,9 @@ import pytest
 from tests.builders import claim_spec, claiming_container, dra_engine, pod, pod_create
 from webhook.engine import AdmissionRequest, Engine
 from webhook.engine.binding import BOUND_POD, binding_sources, is_pod_binding, pod_as_bound
-from webhook.engine.claims import CLAIM, TEMPLATE, ClaimSource
-from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
+from webhook.engine.dra.api import CLAIM, TEMPLATE
+from webhook.engine.dra.claims import ClaimSource
+from webhook.engine.dra.pod_claims import NO_CLAIMS, ClaimObjects
 
 POD = ClaimSource(BOUND_POD, "server")
 SHARED = ClaimSource(CLAIM, "shared-gpu")

@@ -1,4 +1,4 @@
-"""What claims ask, kept per object and view of the DeviceClasses (webhook/engine/pod_claims.py).
+"""What claims ask, kept per object and view of the DeviceClasses (webhook/engine/dra/pod_claims.py).
 
 The answer kept must be the one reading the object afresh gives, and never one read
 through another view of which DeviceClasses give GPUs.
@@ -9,8 +9,9 @@ from __future__ import annotations
 import pytest
 
 from tests.builders import claim_spec, claim_template
-from webhook.engine.claims import TEMPLATE, ClaimSource, GpuClasses, claim_asks
-from webhook.engine.pod_claims import KeptAsks
+from webhook.engine.dra.api import TEMPLATE
+from webhook.engine.dra.claims import ClaimSource, GpuClasses, claim_asks
+from webhook.engine.dra.pod_claims import KeptAsks
 from webhook.errors import MalformedObject
 from webhook.policy import load_default_policy
 

@@ -25,9 +25,10 @@ from tests.builders import (
     pod_create,
 )
 from webhook.engine import RULES, AdmissionRequest, Decision, Engine
-from webhook.engine.claims import TEMPLATE, ClaimSource
 from webhook.engine.decision import WARNING_LIMIT, Violation, judge
-from webhook.engine.pod_claims import ClaimObjects
+from webhook.engine.dra.api import TEMPLATE
+from webhook.engine.dra.claims import ClaimSource
+from webhook.engine.dra.pod_claims import ClaimObjects
 from webhook.engine.rules.registry import ADVISORY_RULES
 from webhook.errors import PolicyError
 from webhook.policy.load import default_policy_text, load_policy_text

@@ -22,10 +22,10 @@ from tests.builders import (
     pod_create,
 )
 from webhook.engine import Engine
+from webhook.engine.dra.pod_claims import pod_claims
 from webhook.engine.inventory import DeviceClassFacts, Inventory
 from webhook.engine.mutate import mutate_pod
 from webhook.engine.pod import read_pod
-from webhook.engine.pod_claims import pod_claims
 from webhook.policy import load_default_policy, load_policy_file
 from webhook.policy.load import default_policy_text, load_policy_text
 

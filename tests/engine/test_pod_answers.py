@@ -23,11 +23,11 @@ from tests.builders import (
     pod_create,
 )
 from webhook.engine import Decision, Engine
+from webhook.engine.dra.pod_claims import NO_CLAIMS
 from webhook.engine.inventory import Inventory, PriorityClassFacts
 from webhook.engine.kept import KeptAnswers
 from webhook.engine.pod import read_pod
 from webhook.engine.pod_answers import pod_key
-from webhook.engine.pod_claims import NO_CLAIMS
 from webhook.policy import load_default_policy, load_policy_text
 from webhook.policy.load import default_policy_text
 

@@ -29,9 +29,9 @@ from hypothesis import strategies as st
 from tests.builders import claim_objects, claim_template, dra_engine, pod_create
 from tests.builders import pod as builder_pod
 from webhook.engine import Decision, Engine
+from webhook.engine.dra.pod_claims import ClaimObjects, pod_claims
 from webhook.engine.inventory import DeviceClassFacts, Inventory
 from webhook.engine.pod import read_pod
-from webhook.engine.pod_claims import ClaimObjects, pod_claims
 from webhook.engine.quantities import parse_quantity
 from webhook.policy.load import load_default_policy, load_policy_text
 

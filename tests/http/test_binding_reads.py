@@ -26,8 +26,9 @@ from tests.builders import (
 from tests.conftest import admission_review
 from webhook.engine import Engine
 from webhook.engine.binding import BOUND_POD
-from webhook.engine.claims import CLAIM, TEMPLATE, ClaimSource
-from webhook.engine.pod_claims import ClaimObjects
+from webhook.engine.dra.api import CLAIM, TEMPLATE
+from webhook.engine.dra.claims import ClaimSource
+from webhook.engine.dra.pod_claims import ClaimObjects
 from webhook.http.app import create_app
 from webhook.http.claim_reader import CONCURRENT_POD_READS, ClaimReader
 from webhook.http.review import read_request

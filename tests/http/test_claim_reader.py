@@ -25,7 +25,8 @@ from tests.builders import (
 )
 from tests.conftest import Review
 from webhook.engine import Engine
-from webhook.engine.claims import TEMPLATE, ClaimSource
+from webhook.engine.dra.api import TEMPLATE
+from webhook.engine.dra.claims import ClaimSource
 from webhook.http.app import INLINE_BODY_BYTES, create_app
 from webhook.http.claim_reader import CONCURRENT_READS, ClaimReader, ReadClaim
 from webhook.http.offload import ReviewWorker

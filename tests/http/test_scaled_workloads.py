@@ -14,9 +14,9 @@ import pytest
 from tests.builders import pod, pod_create
 from webhook.engine import AdmissionRequest, Engine
 from webhook.engine.autoscalers import ScaleTarget
+from webhook.engine.dra.pod_claims import NO_CLAIMS
 from webhook.engine.handlers import Review
 from webhook.engine.inventory import UNKNOWN
-from webhook.engine.pod_claims import NO_CLAIMS
 from webhook.engine.templates import TemplateKind
 from webhook.http.scaled_workloads import ScaledWorkloadReader, ScaledWorkloads
 

@@ -16,8 +16,8 @@ from tests.builders import (
     pod,
 )
 from webhook.engine import Engine, RuleOutcome
-from webhook.engine.claims import ClaimSource
-from webhook.engine.pod_claims import ClaimObjects
+from webhook.engine.dra.claims import ClaimSource
+from webhook.engine.dra.pod_claims import ClaimObjects
 from webhook.engine.templates import CONTROLLER_KINDS, POD, TemplateKind, template_kinds
 from webhook.offline.audit import (
     NAME_LIMIT,

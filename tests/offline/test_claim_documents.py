@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from tests.builders import claim_spec, claim_template
-from webhook.engine.claims import CLAIM, TEMPLATE, ClaimSource
-from webhook.engine.pod_claims import NO_CLAIMS, NOT_GIVEN
+from webhook.engine.dra.api import CLAIM, TEMPLATE
+from webhook.engine.dra.claims import ClaimSource
+from webhook.engine.dra.pod_claims import NO_CLAIMS, NOT_GIVEN
 from webhook.offline.claim_documents import (
     ClaimDocuments,
     as_v1,

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from tests.builders import claim_spec, claim_template, dra_engine
-from webhook.engine.claims import TEMPLATE, ClaimAsks, ClaimSource, claim_asks
-from webhook.engine.pod_claims import NOT_GIVEN, PodClaim
+from webhook.engine.dra.api import TEMPLATE
+from webhook.engine.dra.claims import ClaimAsks, ClaimSource, claim_asks
+from webhook.engine.dra.pod_claims import NOT_GIVEN, PodClaim
 from webhook.offline.claims_shown import asks_text, pod_claim_data, pod_claim_text
 
 SOURCE = ClaimSource(TEMPLATE, "t")

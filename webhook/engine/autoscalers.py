@@ -11,7 +11,7 @@ what it leaves out; one reader (`scale_target`) reads them all.
 A replica is the pod the target's single pod template becomes: requests
 defaulted from limits by kube-apiserver, then our mutation (the class's default
 GPU count, ...). Nothing is warned of while any pool of the class is unknown
-(see webhook.engine.capacity_now), nor for odd shapes: a field of the wrong type
+(see webhook.engine.capacity.now), nor for odd shapes: a field of the wrong type
 means no warning, never an error.
 """
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from webhook.engine.capacity_now import CapacityNow, PoolNow
+from webhook.engine.capacity.now import CapacityNow, PoolNow
 from webhook.engine.decision import warning, within_limits
 from webhook.engine.mutate import created_pod
 from webhook.engine.patch import PatchConflict

@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.engine.claims import ClaimSource
-from webhook.engine.pod_claims import MAX_SOURCES, ClaimObjects, sources_named
+from webhook.engine.dra.claims import ClaimSource
+from webhook.engine.dra.pod_claims import MAX_SOURCES, ClaimObjects, sources_named
 from webhook.engine.request import AdmissionRequest
 from webhook.engine.rules import capacity, claims
 

@@ -10,8 +10,8 @@ Only what admission decisions need is kept of a Node: its name, labels, whether
 it takes new pods, the taints that keep pods off it, and its allocatable extended
 resources (``nvidia.com/gpu``, ``nvidia.com/mig-1g.5gb``, ...); CPU, memory and the
 rest are dropped. Of a ResourceSlice, its driver, pool, generation, node and devices
-with the attributes the policy reads (``webhook.engine.resource_slices`` reads them;
-``webhook.engine.dra_capacity`` says what each pool offers of them).
+with the attributes the policy reads (``webhook.engine.dra.resource_slices`` reads them;
+``webhook.engine.dra.capacity`` says what each pool offers of them).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ class Inventory:
     """Every PriorityClass by name, or None until their list has synced once."""
     resource_slices: tuple[ResourceSliceFacts, ...] | None = None
     """The ResourceSlices of the policy's GPU drivers (every generation: see
-    ``webhook.engine.resource_slices.current_slices``), or None until listed once."""
+    ``webhook.engine.dra.resource_slices.current_slices``), or None until listed once."""
     device_classes: Mapping[str, DeviceClassFacts] | None = None
     """Every DeviceClass by name, or None until their list has synced once."""
     nodes_changed: NodesChanged | None = field(default=None, compare=False, repr=False)

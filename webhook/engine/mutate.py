@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from webhook.engine.capacity_now import STATIC, CapacityNow
+from webhook.engine.capacity.now import STATIC, CapacityNow
+from webhook.engine.dra.pod_claims import NO_CLAIMS, NONE, ClaimObjects, PodClaims, pod_claims
 from webhook.engine.patch import PatchBuilder, apply_patch
 from webhook.engine.placement import tolerated
 from webhook.engine.pod import Container, PodView, read_pod
-from webhook.engine.pod_claims import NO_CLAIMS, NONE, ClaimObjects, PodClaims, pod_claims
 from webhook.errors import MalformedObject
 from webhook.policy.compiled import Policy, WorkloadClass
 

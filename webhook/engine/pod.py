@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from webhook.engine.claims import CLAIM, TEMPLATE, ClaimSource
 from webhook.engine.decision import echo
+from webhook.engine.dra.api import CLAIM, TEMPLATE
+from webhook.engine.dra.claims import ClaimSource
 from webhook.engine.quantities import parse_quantity
 from webhook.errors import MalformedObject
 from webhook.policy.compiled import Policy

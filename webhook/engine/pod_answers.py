@@ -27,11 +27,12 @@ from typing import Any
 
 import orjson
 
-from webhook.engine.capacity_now import CapacityNow
-from webhook.engine.claims import CLAIM, TEMPLATE, ClaimSource
+from webhook.engine.capacity.now import CapacityNow
+from webhook.engine.dra.api import CLAIM, TEMPLATE
+from webhook.engine.dra.claims import ClaimSource
+from webhook.engine.dra.pod_claims import NO_CLAIMS, ClaimObjects
 from webhook.engine.kept import KeptAnswers
 from webhook.engine.pod import PodView
-from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
 
 MAX_ANSWERS = 512
 MAX_KEY_BYTES = 16 * 1024

@@ -21,9 +21,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.engine.autoscalers import ScaleTarget, scale_target
-from webhook.engine.capacity_now import STATIC, CapacityNow, CapacityTracker
-from webhook.engine.claims import ClaimSource
+from webhook.engine.capacity.now import STATIC, CapacityNow, CapacityTracker
 from webhook.engine.decision import Decision, RuleOutcome, Violation, allow
+from webhook.engine.dra.claims import ClaimSource
+from webhook.engine.dra.pod_claims import NO_CLAIMS, ClaimObjects, pod_claims
 from webhook.engine.handlers import HANDLERS, Handler, HandlerRegistry, ResourceRule, Review
 from webhook.engine.inventory import UNKNOWN, Inventory
 from webhook.engine.kept import KeptAnswers
@@ -32,7 +33,6 @@ from webhook.engine.placement_answers import PlacementAnswers
 from webhook.engine.placement_index import PlacementIndex
 from webhook.engine.pod import PodView
 from webhook.engine.pod_answers import MAX_ANSWERS, pod_key
-from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects, pod_claims
 from webhook.engine.request import AdmissionRequest, refusal
 from webhook.engine.rules import RULES, Findings, Registry, RuleContext
 from webhook.engine.templates import template_kinds

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from starlette.requests import ClientDisconnect, Request
 
 from webhook.engine import AdmissionRequest, Engine
+from webhook.engine.dra.pod_claims import NO_CLAIMS, ClaimObjects
 from webhook.engine.handlers import Review
 from webhook.engine.inventory import Inventory
-from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
 from webhook.http.body import (
     BodyBudgetSpent,
     BodyLimits,

@@ -25,8 +25,9 @@ import anyio.to_thread
 
 from webhook.engine import AdmissionRequest, Engine
 from webhook.engine.binding import BINDING, BOUND_POD
-from webhook.engine.claims import TEMPLATE, ClaimSource
-from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
+from webhook.engine.dra.api import TEMPLATE
+from webhook.engine.dra.claims import ClaimSource
+from webhook.engine.dra.pod_claims import NO_CLAIMS, ClaimObjects
 from webhook.http.recent_templates import RecentTemplates
 
 log = logging.getLogger("gpu_admission.http")

@@ -14,7 +14,7 @@ other objects (``Patched``: the live inventory keeps a node's facts object while
 facts stay equal), or the part whole when its length changed or most of it did. The
 worker rebuilds equal tuples, keeping its own objects where nothing changed, so its
 engine's capacity tracker reads again only the nodes that changed
-(``webhook.engine.capacity_now``). An update for a version the worker does not hold
+(``webhook.engine.capacity.now``). An update for a version the worker does not hold
 raises ``StaleInventory``; the sender then starts again from a whole one.
 """
 

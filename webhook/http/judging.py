@@ -16,10 +16,10 @@ from typing import Any
 import orjson
 
 from webhook.engine import AdmissionRequest, Decision, Engine
-from webhook.engine.claims import ClaimSource
+from webhook.engine.dra.claims import ClaimSource
+from webhook.engine.dra.pod_claims import NO_CLAIMS, ClaimObjects
 from webhook.engine.handlers import Review
 from webhook.engine.inventory import Inventory
-from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
 from webhook.http.review import InvalidReview, complete, errored, read_request, request_uid
 
 INTERNAL_ERROR = "gpu-admission internal error; see its logs"

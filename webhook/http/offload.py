@@ -57,8 +57,8 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from webhook.engine import Engine
+from webhook.engine.dra.pod_claims import NO_CLAIMS, ClaimObjects
 from webhook.engine.inventory import Inventory
-from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
 from webhook.errors import GpuAdmissionError
 from webhook.http.inventory_updates import (
     Held,

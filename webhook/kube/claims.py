@@ -11,21 +11,18 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.engine.binding import BOUND_POD
-from webhook.engine.claims import TEMPLATE, ClaimSource
+from webhook.engine.dra.api import CLAIMS, GROUP, PLURALS, VERSION
+from webhook.engine.dra.claims import ClaimSource
 from webhook.kube.reads import ObjectTooLarge, read_namespaced, read_pod
 
 __all__ = [
     "MAX_OBJECT_BYTES",
     "MAX_POD_BYTES",
-    "RESOURCE_GROUP",
-    "RESOURCE_VERSION",
     "TIMEOUT_SECONDS",
     "ObjectTooLarge",
     "fetch_claim_object",
 ]
 
-RESOURCE_GROUP = "resource.k8s.io"
-RESOURCE_VERSION = "v1"
 TIMEOUT_SECONDS = 2.0
 """Well within the webhook's own timeout."""
 
@@ -41,9 +38,6 @@ MAX_POD_BYTES = 3 * 1024 * 1024
 so no pod is refused for its size. The service reads few at once (``CONCURRENT_POD_READS``
 of ``webhook.http.claim_reader``)."""
 
-PLURALS = {TEMPLATE: "resourceclaimtemplates"}
-"""The plural of each kind a pod names; a ResourceClaim otherwise."""
-
 
 def fetch_claim_object(
     api: Any, namespace: str, source: ClaimSource, *, timeout: float = TIMEOUT_SECONDS
@@ -54,11 +48,11 @@ def fetch_claim_object(
     the same way, up to ``MAX_POD_BYTES``."""
     if source.kind == BOUND_POD:
         return read_pod(api, namespace, source.name, timeout=timeout, max_bytes=MAX_POD_BYTES)
-    plural = PLURALS.get(source.kind, "resourceclaims")
+    plural = PLURALS.get(source.kind, CLAIMS)
     return read_namespaced(
         api,
-        RESOURCE_GROUP,
-        RESOURCE_VERSION,
+        GROUP,
+        VERSION,
         namespace,
         plural,
         source.name,

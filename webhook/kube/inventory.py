@@ -8,7 +8,7 @@ engine reads publishes a new immutable ``Inventory`` (``webhook.engine.inventory
 with one attribute assignment, so ``current`` is read from any thread without a lock,
 once per review. Until a kind has been listed once it is ``None`` in the snapshot: the
 policy's static figures hold. ResourceSlices are kept with every generation a driver
-has published; ``webhook.engine.resource_slices`` says which count.
+has published; ``webhook.engine.dra.resource_slices`` says which count.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from typing import Any
 
 from kubernetes import client
 
+from webhook.engine.dra.api import DEVICE_CLASSES, RESOURCE_SLICES
+from webhook.engine.dra.resource_slices import device_class_facts, resource_slice_facts
 from webhook.engine.inventory import (
     DeviceClassFacts,
     Inventory,
@@ -33,7 +35,6 @@ from webhook.engine.inventory import (
     node_facts,
     priority_class_facts,
 )
-from webhook.engine.resource_slices import device_class_facts, resource_slice_facts
 from webhook.kube.frozen_views import Copied, NameOrdered, Ordered
 from webhook.kube.reflector import Backoff, KindStatus, Reflector
 
@@ -50,8 +51,6 @@ log = logging.getLogger("gpu_admission.inventory")
 
 NODES = "nodes"
 PRIORITY_CLASSES = "priorityclasses"
-RESOURCE_SLICES = "resourceslices"
-DEVICE_CLASSES = "deviceclasses"
 
 DEFAULT_WATCH_TIMEOUT = 240
 DEFAULT_PAGE_SIZE = 500

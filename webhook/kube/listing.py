@@ -36,6 +36,7 @@ from ijson.common import ObjectBuilder  # type: ignore[import-untyped]
 from kubernetes import client
 
 from webhook.engine.decision import shorten
+from webhook.engine.dra.resource_slices import device_class_facts, resource_slice_facts
 from webhook.engine.inventory import (
     DeviceClassFacts,
     Inventory,
@@ -43,7 +44,6 @@ from webhook.engine.inventory import (
     node_facts,
     priority_class_facts,
 )
-from webhook.engine.resource_slices import device_class_facts, resource_slice_facts
 from webhook.engine.templates import TemplateKind
 from webhook.kube.api_errors import NOT_FOUND, ApiException
 

@@ -44,10 +44,10 @@ from typing import Any, Literal
 import jsonpatch
 
 from webhook.engine import AdmissionRequest, Engine, RuleOutcome
-from webhook.engine.claims import ClaimSource
 from webhook.engine.decision import ENFORCE, EXEMPTION, denial, shorten, subject
+from webhook.engine.dra.claims import ClaimSource
+from webhook.engine.dra.pod_claims import NO_CLAIMS, ClaimObjects
 from webhook.engine.inventory import UNKNOWN, Inventory
-from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
 from webhook.engine.templates import POD, TemplateKind, pod_from_template, pod_templates
 from webhook.engine.workloads import field_path
 from webhook.errors import MalformedObject

@@ -10,7 +10,7 @@ among them is not known to be missing (it may be in the cluster already), so its
 is not judged and the report says so (``ClaimObjects.looked_up`` is False).
 
 The DeviceClasses among them are read as the cluster's would be: one whose selectors
-pick the policy's GPU drivers' devices gives GPUs (``webhook.engine.dra_capacity``), so a
+pick the policy's GPU drivers' devices gives GPUs (``webhook.engine.dra.capacity``), so a
 claim of it is judged, and mutated, as a GPU claim, as in a cluster holding that class.
 
 kube-apiserver stores claims and sends them to webhooks as ``resource.k8s.io/v1``;
@@ -28,18 +28,17 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from webhook.engine.claims import CLAIM, TEMPLATE, ClaimSource
+from webhook.engine.dra.api import DEVICE_CLASS, GROUP, PLURALS, TEMPLATE
+from webhook.engine.dra.claims import ClaimSource
+from webhook.engine.dra.pod_claims import NO_CLAIMS, ClaimObjects
+from webhook.engine.dra.resource_slices import device_class_facts
 from webhook.engine.inventory import UNKNOWN, DeviceClassFacts, Inventory
-from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
-from webhook.engine.resource_slices import device_class_facts
 
-GROUP = "resource.k8s.io"
 V1 = f"{GROUP}/v1"
 V1BETA1 = f"{GROUP}/v1beta1"
 VERSIONS = (V1, f"{GROUP}/v1beta2", V1BETA1)
 """The versions read: those whose requests are read as v1's (v1beta1's once moved)."""
-RESOURCES = {TEMPLATE: "resourceclaimtemplates", CLAIM: "resourceclaims"}
-DEVICE_CLASS = "DeviceClass"
+RESOURCES = PLURALS
 _BESIDE_EXACTLY = frozenset({"name", "firstAvailable", "exactly"})
 """The fields of a v1beta1 request that stay where they are in v1."""
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.engine.claims import Ask, ClaimAsks
-from webhook.engine.pod_claims import NOT_GIVEN, PodClaim
+from webhook.engine.dra.claims import Ask, ClaimAsks
+from webhook.engine.dra.pod_claims import NOT_GIVEN, PodClaim
 
 NO_SOURCE = "names no ResourceClaimTemplate or ResourceClaim"
 

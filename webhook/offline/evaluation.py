@@ -29,11 +29,12 @@ from typing import Any
 import jsonpatch
 
 from webhook.engine import AdmissionRequest, Engine, RuleOutcome
-from webhook.engine.claims import ClaimAsks, ClaimSource, GpuClasses, claim_asks
 from webhook.engine.decision import ENFORCE, denial, subject
+from webhook.engine.dra.api import GROUP
+from webhook.engine.dra.claims import ClaimAsks, ClaimSource, GpuClasses, claim_asks
+from webhook.engine.dra.pod_claims import NO_CLAIMS, ClaimObjects, PodClaim, pod_claims
 from webhook.engine.inventory import UNKNOWN, Inventory
 from webhook.engine.pod import read_pod
-from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects, PodClaim, pod_claims
 from webhook.engine.templates import (
     TemplateKind,
     pod_from_template,
@@ -43,7 +44,6 @@ from webhook.engine.templates import (
 from webhook.engine.workloads import field_path
 from webhook.errors import MalformedObject
 from webhook.offline.claim_documents import (
-    GROUP,
     RESOURCES,
     ClaimDocuments,
     as_v1,

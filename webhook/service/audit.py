@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.engine import Engine
+from webhook.engine.dra.api import GROUP as DRA_GROUP
+from webhook.engine.dra.api import VERSION as DRA_VERSION
 from webhook.engine.inventory import Inventory
 from webhook.engine.templates import POD, TemplateKind
 from webhook.install.configurations import ALWAYS_EXEMPT_NAMESPACES
@@ -53,7 +55,6 @@ from webhook.kube.api_errors import (
     api_error_message,
     cluster_error_message,
 )
-from webhook.kube.claims import RESOURCE_GROUP, RESOURCE_VERSION
 from webhook.kube.listing import (
     Listed,
     TooLarge,
@@ -252,7 +253,7 @@ class _Audit:
         self.keep, self.found, self.listed, self.should_stop = keep, found, listed, should_stop
         self.in_scope = frozenset(run.namespaces)
         self.versions = preferred_versions(api)
-        dra = self.versions.get(RESOURCE_GROUP) == RESOURCE_VERSION
+        dra = self.versions.get(DRA_GROUP) == DRA_VERSION
         self.claims_of = ClaimReads(api, run.unlisted) if dra else None
         self.served = tuple(k for k in owners_first(engine.kinds) if k.group in self.versions)
         self.owners = OwnerCheck(engine.kinds, self.served)

@@ -25,8 +25,8 @@ from typing import Any
 
 import orjson
 
-from webhook.engine.claims import ClaimSource
-from webhook.engine.pod_claims import ClaimObjects
+from webhook.engine.dra.claims import ClaimSource
+from webhook.engine.dra.pod_claims import ClaimObjects
 from webhook.kube.api_errors import (
     CLUSTER_ERRORS,
     FORBIDDEN,

@@ -23,7 +23,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from webhook.engine.capacity_now import MIG_STRATEGY_LABEL, PRODUCT_LABEL
+from webhook.engine.capacity.now import MIG_STRATEGY_LABEL, PRODUCT_LABEL
 from webhook.engine.inventory import Inventory
 from webhook.engine.seen_nodes import GPU_PRESENT_LABEL
 from webhook.kube.inventory import InventoryStatus

@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from webhook.engine.binding import BINDING, CLAIM_RULES, binding_sources, bound_pod, pod_as_bound
-from webhook.engine.claims import ClaimSource
 from webhook.engine.decision import (
     ENFORCE,
     Decision,
@@ -26,10 +25,11 @@ from webhook.engine.decision import (
     reasons,
     shorten,
 )
+from webhook.engine.dra.claims import ClaimSource
+from webhook.engine.dra.pod_claims import ClaimObjects
 from webhook.engine.handlers.declaration import Handler, ResourceRule, Review, static
 from webhook.engine.handlers.pods import pod_namespace
 from webhook.engine.pod import read_pod
-from webhook.engine.pod_claims import ClaimObjects
 from webhook.engine.request import AdmissionRequest
 from webhook.engine.rules.claims import RULE as CLAIMS_RULE
 from webhook.errors import MalformedObject

@@ -1,14 +1,15 @@
 """The webhook of ResourceClaimTemplates and ResourceClaims: refused at their CREATE (their
 specs are immutable) when no node of the policy's pools could ever satisfy them
-(``webhook.engine.claim_objects``). Its condition sends only those asking for one of the
+(``webhook.engine.dra.claim_objects``). Its condition sends only those asking for one of the
 policy's GPU or MIG DeviceClasses."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from webhook.engine.claim_objects import RESOURCE_GROUP, judge_claim_object
 from webhook.engine.decision import Decision
+from webhook.engine.dra.api import CLAIM_TEMPLATES, CLAIMS, GROUP, VERSION
+from webhook.engine.dra.claim_objects import judge_claim_object
 from webhook.engine.handlers.cel import claim_relevance_condition
 from webhook.engine.handlers.declaration import Condition, Handler, ResourceRule, Review, static
 
@@ -27,9 +28,9 @@ VALIDATE_CLAIMS = Handler(
     mutating=False,
     rules=static(
         ResourceRule(
-            RESOURCE_GROUP,
-            ("v1",),
-            ("resourceclaimtemplates", "resourceclaims"),
+            GROUP,
+            (VERSION,),
+            (CLAIM_TEMPLATES, CLAIMS),
             {"CREATE": validate_claim_object},
         )
     ),

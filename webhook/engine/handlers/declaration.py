@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from webhook.engine.autoscalers import ScaleTarget
-from webhook.engine.claims import ClaimSource
 from webhook.engine.decision import Decision
+from webhook.engine.dra.claims import ClaimSource
+from webhook.engine.dra.pod_claims import NO_CLAIMS, ClaimObjects
 from webhook.engine.inventory import UNKNOWN, Inventory
-from webhook.engine.pod_claims import NO_CLAIMS, ClaimObjects
 from webhook.engine.request import AdmissionRequest
 from webhook.policy.compiled import Policy
 

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from webhook.engine.claims import ClaimSource
 from webhook.engine.decision import Decision, allow, exempt, judge, malformed, subject
+from webhook.engine.dra.claims import ClaimSource
+from webhook.engine.dra.pod_claims import MAX_SOURCES, ClaimObjects, pod_claims, sources_named
 from webhook.engine.handlers.cel import gpu_relevance_condition, scheduling_change_condition
 from webhook.engine.handlers.declaration import (
     CLASSED,
@@ -31,7 +32,6 @@ from webhook.engine.handlers.declaration import (
 from webhook.engine.mutate import isolate_ephemeral_containers, mutate_pod
 from webhook.engine.pod import PodView, read_pod
 from webhook.engine.pod_answers import glance, kept_patch
-from webhook.engine.pod_claims import MAX_SOURCES, ClaimObjects, pod_claims, sources_named
 from webhook.engine.request import AdmissionRequest
 from webhook.engine.rules.device_access import privileged_containers
 from webhook.engine.rules.device_env import check_device_env

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from webhook.engine.claims import ClaimSource
 from webhook.engine.decision import (
     ENFORCE,
     EXEMPTION,
@@ -22,10 +21,11 @@ from webhook.engine.decision import (
     malformed,
     subject,
 )
+from webhook.engine.dra.claims import ClaimSource
+from webhook.engine.dra.pod_claims import MAX_SOURCES, ClaimObjects, sources_named
 from webhook.engine.handlers.cel import workload_relevance_condition
 from webhook.engine.handlers.declaration import Condition, Handler, ResourceRule, Review
 from webhook.engine.pod import read_pod
-from webhook.engine.pod_claims import MAX_SOURCES, ClaimObjects, sources_named
 from webhook.engine.request import AdmissionRequest
 from webhook.engine.templates import (
     CONTROLLER_KINDS,

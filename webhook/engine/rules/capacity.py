@@ -2,7 +2,7 @@
 
 The effective GPU request (see resources.effective_gpu_request) is compared with
 the largest node of the class's pools, and each `nvidia.com/mig-<profile>` with
-what the pools offer. A pool the live inventory knows (see capacity_now) is judged
+what the pools offer. A pool the live inventory knows (see ``webhook.engine.capacity``) is judged
 by its schedulable nodes' allocatable resources now; any other pool, and any model
 of a pool with no node now, by the policy's static figures and the MIG catalog.
 The pod passes if one of them fits it.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-from webhook.engine.capacity_now import CapacityNow, PoolNow
+from webhook.engine.capacity.now import CapacityNow, PoolNow
 from webhook.engine.decision import REASONS_LIMIT, Violation, shorten
 from webhook.engine.quantities import format_count
 from webhook.engine.resources import effective_gpu_request, pod_requests_gpu

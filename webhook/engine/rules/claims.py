@@ -1,6 +1,6 @@
 """Rules: GPUs claimed through Dynamic Resource Allocation, judged like GPU resources.
 
-What a pod's claims ask for (see webhook.engine.pod_claims) must be known, taken one
+What a pod's claims ask for (see webhook.engine.dra.pod_claims) must be known, taken one
 way per container, and fit its class's pools: the pools must take GPUs through DRA,
 the whole GPUs the pod's claims ask for together must fit on one node, each MIG
 profile must be one the pools' devices offer, each GPU product one they have. A pool
@@ -24,11 +24,11 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from webhook.engine.capacity_now import CapacityNow
-from webhook.engine.claims import Ask, DeviceRequest
+from webhook.engine.capacity.now import CapacityNow
 from webhook.engine.decision import REASONS_LIMIT, Violation, shorten
-from webhook.engine.dra_capacity import DraNow
-from webhook.engine.pod_claims import PodClaim, PodClaims
+from webhook.engine.dra.capacity import DraNow
+from webhook.engine.dra.claims import Ask, DeviceRequest
+from webhook.engine.dra.pod_claims import PodClaim, PodClaims
 from webhook.engine.rules.capacity import COUNT, MIG
 from webhook.engine.rules.context import RuleContext
 from webhook.engine.rules.placement import MODEL

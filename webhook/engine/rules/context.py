@@ -11,11 +11,11 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from webhook.engine.capacity_now import CapacityNow
+from webhook.engine.capacity.now import CapacityNow
+from webhook.engine.dra.pod_claims import NONE, PodClaims
 from webhook.engine.placement_answers import NoAnswers, PlacementAnswers
 from webhook.engine.placement_index import PlacementIndex
 from webhook.engine.pod import PodView
-from webhook.engine.pod_claims import NONE, PodClaims
 from webhook.engine.resources import pod_requests_gpu
 from webhook.policy.compiled import Policy, WorkloadClass
 

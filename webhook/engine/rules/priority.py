@@ -7,7 +7,7 @@ kube-apiserver would never resolve.
 
 from __future__ import annotations
 
-from webhook.engine.capacity_now import CapacityNow
+from webhook.engine.capacity.now import CapacityNow
 from webhook.engine.decision import Violation, echo
 from webhook.engine.pod import PodView
 from webhook.engine.rules.context import RuleContext

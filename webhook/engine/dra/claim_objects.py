@@ -10,23 +10,23 @@ pods using it are judged against their own class's pools when they are created.
 
 from __future__ import annotations
 
-from webhook.engine.capacity_now import CapacityNow
-from webhook.engine.claims import CLAIM, TEMPLATE, ClaimSource, claim_asks
+from webhook.engine.capacity.now import CapacityNow
 from webhook.engine.decision import Decision, allow, judge, malformed
-from webhook.engine.pod_claims import PodClaim, PodClaims
+from webhook.engine.dra.api import CLAIM, GROUP, TEMPLATE
+from webhook.engine.dra.claims import ClaimSource, claim_asks
+from webhook.engine.dra.pod_claims import PodClaim, PodClaims
 from webhook.engine.request import AdmissionRequest
 from webhook.engine.rules.claims import claim_violations
 from webhook.engine.rules.registry import with_modes
 from webhook.errors import MalformedObject
 from webhook.policy.compiled import Policy
 
-RESOURCE_GROUP = "resource.k8s.io"
 KINDS = (TEMPLATE, CLAIM)
 
 
 def claim_object_kind(request: AdmissionRequest) -> str | None:
     """``ResourceClaimTemplate`` or ``ResourceClaim`` for the CREATE of one; else None."""
-    if request.group != RESOURCE_GROUP or request.kind not in KINDS:
+    if request.group != GROUP or request.kind not in KINDS:
         return None
     if request.operation != "CREATE" or request.subresource:
         return None

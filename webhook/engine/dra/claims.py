@@ -20,7 +20,7 @@ want, never by a guess at what the expression means.
 
 Which DeviceClasses give GPUs is one view, ``GpuClasses``: the policy's, and the
 cluster's own classes whose selectors pick its GPU drivers' devices (worked out once
-per inventory, ``webhook.engine.dra_capacity``). Mutation, validation and the offline
+per inventory, ``webhook.engine.dra.capacity``). Mutation, validation and the offline
 check all read claims through it, so they never differ on which containers hold GPUs.
 
 kube-scheduler meets a ``firstAvailable`` request with the first of its alternatives
@@ -36,11 +36,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.engine.dra.api import TEMPLATE
 from webhook.errors import MalformedObject
 from webhook.policy.compiled import GPU_DEVICE, MIG_DEVICE, DraSettings
 
-TEMPLATE = "ResourceClaimTemplate"
-CLAIM = "ResourceClaim"
 EXACT_COUNT = "ExactCount"
 ALL = "All"
 MAX_REQUESTS = 32

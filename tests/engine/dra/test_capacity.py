@@ -1,11 +1,11 @@
 """What each pool of a policy offers through DRA now: per node, whole GPUs and MIG devices
-by model and profile, from the slices that count (webhook/engine/dra_capacity.py)."""
+by model and profile, from the slices that count (webhook/engine/dra/capacity.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from webhook.engine.dra_capacity import UNKNOWN, NodeCount, dra_now, gpu_device_classes
+from webhook.engine.dra.capacity import UNKNOWN, NodeCount, dra_now, gpu_device_classes
 from webhook.engine.inventory import (
     DeviceClassFacts,
     DeviceFacts,

@@ -19,8 +19,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from webhook.engine.dra_capacity import MOST_CHANGES_APART, DraNow, DraTracker
-from webhook.engine.dra_capacity import UNKNOWN as DRA_UNKNOWN
+from webhook.engine.dra.capacity import MOST_CHANGES_APART, DraNow, DraTracker
+from webhook.engine.dra.capacity import UNKNOWN as DRA_UNKNOWN
 from webhook.engine.inventory import (
     Inventory,
     NodeChange,

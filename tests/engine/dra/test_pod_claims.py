@@ -1,6 +1,6 @@
 """Pods that claim GPUs through Dynamic Resource Allocation: recognised from the templates
 and claims they name, mutated without device-plugin GPUs, and judged like GPU resources
-(webhook/engine/pod_claims.py, rules/claims.py, claim_objects.py)."""
+(webhook/engine/dra/pod_claims.py, rules/claims.py, claim_objects.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,9 @@ from tests.builders import (
     pod_create,
 )
 from webhook.engine import AdmissionRequest, Engine
-from webhook.engine.claims import CLAIM, TEMPLATE, ClaimSource
+from webhook.engine.dra.api import CLAIM, TEMPLATE
+from webhook.engine.dra.claims import ClaimSource
+from webhook.engine.dra.pod_claims import MAX_SOURCES, ClaimObjects
 from webhook.engine.inventory import (
     DeviceClassFacts,
     DeviceFacts,
@@ -30,7 +32,6 @@ from webhook.engine.inventory import (
     NodeFacts,
     ResourceSliceFacts,
 )
-from webhook.engine.pod_claims import MAX_SOURCES, ClaimObjects
 from webhook.policy.load import default_policy_text, load_policy_text
 
 ONE_GPU = claim_objects(claim_template("one-gpu"))

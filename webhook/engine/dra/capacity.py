@@ -2,7 +2,7 @@
 once per inventory: per node, the whole GPUs and the MIG devices its ResourceSlices
 publish, by GPU model and MIG profile.
 
-Only the slices that count now are read (``webhook.engine.resource_slices.current_slices``:
+Only the slices that count now are read (``webhook.engine.dra.resource_slices.current_slices``:
 the newest complete generation of each driver's pool), and of those only the slices of the
 policy's GPU drivers (``dra.drivers``). A device is a whole GPU when its type attribute is
 ``gpu``, a MIG device when it is ``mig`` and it names its profile; other devices (a
@@ -26,7 +26,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from webhook.engine.claims import GpuClasses
+from webhook.engine.dra.claims import GpuClasses
+from webhook.engine.dra.resource_slices import DriverPool, current_slices
 from webhook.engine.inventory import (
     DeviceClassFacts,
     DeviceFacts,
@@ -37,7 +38,6 @@ from webhook.engine.inventory import (
     changed_nodes,
 )
 from webhook.engine.kept import same_objects
-from webhook.engine.resource_slices import DriverPool, current_slices
 from webhook.policy.compiled import GPU_DEVICE, MIG_DEVICE, DraSettings, Policy, Pool
 
 

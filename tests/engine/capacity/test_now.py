@@ -1,7 +1,7 @@
 """Decisions that follow the cluster: capacity and priority judged on a live inventory.
 
 The inventory is built by hand here as the plain data the service's informer
-produces (webhook/engine/inventory.py); webhook/engine/capacity_now.py turns it
+produces (webhook/engine/inventory.py); webhook/engine/capacity/now.py turns it
 into what each pool has now.
 """
 
@@ -18,7 +18,7 @@ import yaml
 from tests.builders import GPU_MODEL, admitted, container, pod, pod_create
 from tests.e2e.nodes import FLEET, node_manifest, node_status
 from webhook.engine import Engine
-from webhook.engine.capacity_now import capacity_now
+from webhook.engine.capacity.now import capacity_now
 from webhook.engine.inventory import (
     UNKNOWN,
     Inventory,
@@ -274,7 +274,7 @@ def test_the_shipped_examples_are_judged_alike_on_the_test_fleet_and_on_the_poli
     }
     live = engine.capacity(Inventory(nodes=fleet, priority_classes=classes))
     static = engine.capacity(UNKNOWN)
-    examples = sorted((Path(__file__).parents[2] / "examples").rglob("*.yaml"))
+    examples = sorted((Path(__file__).parents[3] / "examples").rglob("*.yaml"))
     assert examples
     for path in examples:
         for document in yaml.safe_load_all(path.read_text("utf-8")):

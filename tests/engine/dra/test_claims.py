@@ -1,5 +1,5 @@
 """What a ResourceClaim or ResourceClaimTemplate asks for, in GPU terms
-(webhook/engine/claims.py)."""
+(webhook/engine/dra/claims.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from tests.builders import claim_spec, claim_template
 from tests.fuzz.strategies import mutated
-from webhook.engine.claims import CLAIM, TEMPLATE, ClaimSource, GpuClasses, claim_asks
+from webhook.engine.dra.api import CLAIM, TEMPLATE
+from webhook.engine.dra.claims import ClaimSource, GpuClasses, claim_asks
 from webhook.errors import MalformedObject
 from webhook.policy.compiled import DraSettings
 

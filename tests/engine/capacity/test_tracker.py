@@ -1,5 +1,5 @@
 """The capacity of a cluster followed from inventory to inventory
-(webhook.engine.capacity_now.CapacityTracker, webhook.engine.dra_capacity.DraTracker)
+(webhook.engine.capacity.now.CapacityTracker, webhook.engine.dra.capacity.DraTracker)
 is the capacity worked out afresh, whatever changed in between.
 
 The live inventory keeps a node's facts object while they stay equal, and the trackers
@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.engine.capacity_now import CapacityTracker, capacity_now
-from webhook.engine.dra_capacity import DraTracker, dra_now
+from webhook.engine.capacity.now import CapacityTracker, capacity_now
+from webhook.engine.dra.capacity import DraTracker, dra_now
 from webhook.engine.inventory import (
     DeviceClassFacts,
     DeviceFacts,

@@ -1,5 +1,5 @@
 """Reading ResourceSlices and DeviceClasses into inventory facts, and which slices count
-now: the newest complete generation of each driver's pool (webhook/engine/resource_slices.py)."""
+now: the newest complete generation of each driver's pool (webhook/engine/dra/resource_slices.py)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from webhook.engine.inventory import DeviceFacts, ResourceSliceFacts
-from webhook.engine.resource_slices import (
+from webhook.engine.dra.resource_slices import (
     current_slices,
     device_class_facts,
     resource_slice_facts,
 )
+from webhook.engine.inventory import DeviceFacts, ResourceSliceFacts
 
 DRIVER = "gpu.nvidia.com"
 

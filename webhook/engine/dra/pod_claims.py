@@ -24,7 +24,13 @@ from typing import Any
 
 import orjson
 
-from webhook.engine.claims import CLAIM, TEMPLATE, ClaimAsks, ClaimSource, GpuClasses, claim_asks
+from webhook.engine.dra.api import CLAIM, TEMPLATE
+from webhook.engine.dra.claims import (
+    ClaimAsks,
+    ClaimSource,
+    GpuClasses,
+    claim_asks,
+)
 from webhook.engine.pod import Container, PodView
 from webhook.errors import MalformedObject
 from webhook.policy.compiled import Policy
