@@ -3,9 +3,12 @@ by model and profile, from the slices that count (webhook/engine/dra/capacity.py
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
-from webhook.engine.dra.capacity import UNKNOWN, NodeCount, dra_now, gpu_device_classes
+from webhook.engine.capacity.offers import Largest
+from webhook.engine.dra.capacity import UNKNOWN, dra_now, gpu_device_classes
 from webhook.engine.inventory import (
     DeviceClassFacts,
     DeviceFacts,
@@ -100,10 +103,10 @@ def test_a_pool_counts_whole_gpus_and_mig_devices_of_its_nodes_by_model_and_prof
     assert pool is not None
     assert pool.node_names == ("inf-0", "inf-1")
     assert pool.models == {"A100"}
-    assert pool.largest_gpus() == NodeCount(8, "inf-1")
-    assert pool.largest_gpus("A100") == NodeCount(8, "inf-1")
+    assert pool.largest_gpus() == Largest(Decimal(8), "inf-1")
+    assert pool.largest_gpus("A100") == Largest(Decimal(8), "inf-1")
     assert pool.total_gpus() == 12
-    assert pool.largest_mig("1g.5gb") == NodeCount(7, "inf-0")
+    assert pool.largest_mig("1g.5gb") == Largest(Decimal(7), "inf-0")
     assert pool.largest_mig("7g.40gb") is None
     assert pool.mig_profiles() == ["1g.5gb", "3g.20gb"]
     inf_0 = now.nodes["inf-0"]
@@ -125,9 +128,9 @@ def test_a_mixed_pool_tells_its_models_apart_by_product(policy: Policy) -> None:
 
     assert pool is not None
     assert pool.models == {"V100", "A100"}
-    assert pool.largest_gpus("V100") == NodeCount(8, "train-v")
-    assert pool.largest_gpus("A100") == NodeCount(4, "train-a")
-    assert pool.largest_gpus() == NodeCount(8, "train-v")
+    assert pool.largest_gpus("V100") == Largest(Decimal(8), "train-v")
+    assert pool.largest_gpus("A100") == Largest(Decimal(4), "train-a")
+    assert pool.largest_gpus() == Largest(Decimal(8), "train-v")
 
 
 def test_a_product_no_model_has_falls_back_to_the_nodes_model_label_else_is_not_known(
@@ -147,7 +150,7 @@ def test_a_product_no_model_has_falls_back_to_the_nodes_model_label_else_is_not_
     assert now.nodes["bare"].gpus == {None: 3}
     pool = now.pool("training")
     assert pool is not None and pool.models == {"V100"}
-    assert pool.largest_gpus() == NodeCount(3, "bare")
+    assert pool.largest_gpus() == Largest(Decimal(3), "bare")
 
 
 def test_only_the_newest_complete_generation_counts(policy: Policy) -> None:
@@ -162,7 +165,7 @@ def test_only_the_newest_complete_generation_counts(policy: Policy) -> None:
     assert while_arriving.pool("inference") is None
     assert [(p.pool, p.generation) for p in while_arriving.incomplete] == [("inf-0", 2)]
     pool = arrived.pool("inference")
-    assert pool is not None and pool.largest_gpus() == NodeCount(4, "inf-0")
+    assert pool is not None and pool.largest_gpus() == Largest(Decimal(4), "inf-0")
     assert arrived.incomplete == ()
 
 

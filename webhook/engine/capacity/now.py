@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from webhook.engine.capacity.offers import Largest, PoolOffer, Reached
 from webhook.engine.dra.capacity import MOST_CHANGES_APART, DraNow, DraTracker
 from webhook.engine.dra.capacity import UNKNOWN as DRA_UNKNOWN
 from webhook.engine.inventory import (
@@ -43,15 +44,11 @@ PRODUCT_LABEL = "nvidia.com/gpu.product"
 MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
 
 
-@dataclass(frozen=True, slots=True)
-class Largest:
-    amount: Decimal
-    node: str
-
-
 @dataclass(frozen=True)
 class PoolNow:
-    """The schedulable GPU nodes of one pool as the inventory saw them."""
+    """The schedulable GPU nodes of one pool as the inventory saw them, by the extended
+    resources they have allocatable: a ``webhook.engine.capacity.offers.PoolOffer`` for
+    the policy's GPUs and MIG devices, and by resource name for any resource."""
 
     name: str
     nodes: tuple[str, ...]
@@ -65,6 +62,26 @@ class PoolNow:
     unseen: Pool | None = None
     """The policy's pool cut down to its models with no node now (judged by the policy's
     figures, as a node group scaled to zero), or None when every model has a node."""
+    gpu_resource: str = "nvidia.com/gpu"
+    mig_prefix: str = "nvidia.com/mig-"
+    """The policy's names of whole GPUs and of MIG devices (``policy.gpu_resource``,
+    ``policy.mig_prefix``), which the ``PoolOffer`` questions are asked in."""
+
+    @property
+    def node_names(self) -> tuple[str, ...]:
+        return self.nodes
+
+    def largest_gpus(self, model: str | None = None) -> Largest | None:
+        return self.largest_of(self.gpu_resource, model)
+
+    def total_gpus(self, model: str | None = None) -> Decimal:
+        return self.total_of(self.gpu_resource, model)
+
+    def largest_mig(self, profile: str, model: str | None = None) -> Largest | None:
+        return self.largest_of(self.mig_prefix + profile, model)
+
+    def mig_profiles(self, model: str | None = None) -> list[str]:
+        return [r.removeprefix(self.mig_prefix) for r in self.offered(self.mig_prefix, model)]
 
     def largest_of(self, resource: str, model: str | None = None) -> Largest | None:
         return self.largest.get((model, resource))
@@ -105,6 +122,14 @@ class CapacityNow:
     webhook.engine.seen_nodes); none while the Node list is not known."""
 
     def pool(self, name: str) -> PoolNow | None:
+        return self.pools.get(name)
+
+    def offer(self, name: str, reached: Reached) -> PoolOffer | None:
+        """What pool `name` offers now to pods that reach GPUs as `reached` says; None
+        while that is not known (no schedulable node offers GPUs that way, or the
+        inventory has not synced): the policy's figures hold."""
+        if reached is Reached.DRA:
+            return self.dra.pool(name)
         return self.pools.get(name)
 
 
@@ -259,7 +284,7 @@ class CapacityTracker:
         found.sort(key=lambda one: one.facts.name)
         if before is not None and same_objects(before.members, found):
             return before
-        return _PoolSummed.of(self.policy.pools[name], found)
+        return _PoolSummed.of(self.policy, self.policy.pools[name], found)
 
 
 _Key = tuple[str | None, str]
@@ -303,7 +328,7 @@ class _PoolSummed:
     now: PoolNow
 
     @classmethod
-    def of(cls, pool: Pool, members: list[_NodeRead]) -> _PoolSummed:
+    def of(cls, policy: Policy, pool: Pool, members: list[_NodeRead]) -> _PoolSummed:
         """Summed whole; `members` in name order."""
         largest: dict[_Key, Largest] = {}
         totals: dict[_Key, Decimal] = {}
@@ -322,6 +347,8 @@ class _PoolSummed:
             models=models,
             mig_strategies=_mig_strategies(members),
             unseen=_unseen(pool, models),
+            gpu_resource=policy.gpu_resource,
+            mig_prefix=policy.mig_prefix,
         )
         at = {one.facts.name: place for place, one in enumerate(members)}
         return cls(tuple(members), at, now)

@@ -24,8 +24,10 @@ import dataclasses
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from functools import cached_property
 
+from webhook.engine.capacity.offers import Largest
 from webhook.engine.dra.claims import GpuClasses
 from webhook.engine.dra.resource_slices import DriverPool, current_slices
 from webhook.engine.inventory import (
@@ -39,14 +41,6 @@ from webhook.engine.inventory import (
 )
 from webhook.engine.kept import same_objects
 from webhook.policy.compiled import GPU_DEVICE, MIG_DEVICE, DraSettings, Policy, Pool
-
-
-@dataclass(frozen=True, slots=True)
-class NodeCount:
-    """How many devices one node has."""
-
-    count: int
-    node: str
 
 
 @dataclass(frozen=True)
@@ -86,7 +80,8 @@ class NodeDevices:
 
 @dataclass(frozen=True)
 class DraPoolNow:
-    """The GPU devices the schedulable nodes of one policy pool offer through DRA."""
+    """The GPU devices the schedulable nodes of one policy pool offer through DRA: a
+    ``webhook.engine.capacity.offers.PoolOffer``."""
 
     name: str
     nodes: tuple[NodeDevices, ...]
@@ -100,20 +95,20 @@ class DraPoolNow:
     def models(self) -> frozenset[str]:
         return frozenset(m for node in self.nodes for m in node.models)
 
-    def largest_gpus(self, model: str | None = None) -> NodeCount | None:
+    def largest_gpus(self, model: str | None = None) -> Largest | None:
         """The node with the most whole GPUs (of `model`), the first by name on a tie;
         None when no node has one."""
         return self._gpu_leaders.get(model)
 
-    def total_gpus(self, model: str | None = None) -> int:
-        return sum(node.gpu_count(model) for node in self.nodes)
+    def total_gpus(self, model: str | None = None) -> Decimal:
+        return Decimal(sum(node.gpu_count(model) for node in self.nodes))
 
-    def largest_mig(self, profile: str, model: str | None = None) -> NodeCount | None:
+    def largest_mig(self, profile: str, model: str | None = None) -> Largest | None:
         """The node with the most MIG devices of `profile` (on GPUs of `model`)."""
         return self._mig_leaders.get((profile, model))
 
     @cached_property
-    def _gpu_leaders(self) -> dict[str | None, NodeCount]:
+    def _gpu_leaders(self) -> dict[str | None, Largest]:
         """Per model (None: any), the node `largest_gpus` names: worked out once per
         inventory, not per review over every node of the pool."""
         counts: dict[str | None, list[tuple[int, str]]] = {}
@@ -123,7 +118,7 @@ class DraPoolNow:
         return {m: leader for m, found in counts.items() if (leader := _largest(found))}
 
     @cached_property
-    def _mig_leaders(self) -> dict[tuple[str, str | None], NodeCount]:
+    def _mig_leaders(self) -> dict[tuple[str, str | None], Largest]:
         """Per (profile, model or None), the node `largest_mig` names."""
         counts: dict[tuple[str, str | None], list[tuple[int, str]]] = {}
         for node in self.nodes:
@@ -481,6 +476,6 @@ class _Counting:
         )
 
 
-def _largest(counts: Iterable[tuple[int, str]]) -> NodeCount | None:
+def _largest(counts: Iterable[tuple[int, str]]) -> Largest | None:
     count, node = min(counts, key=lambda pair: (-pair[0], pair[1]), default=(0, ""))
-    return NodeCount(count, node) if count > 0 else None
+    return Largest(Decimal(count), node) if count > 0 else None

@@ -23,10 +23,11 @@ import itertools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 from webhook.engine.capacity.now import CapacityNow
+from webhook.engine.capacity.offers import Reached
 from webhook.engine.decision import REASONS_LIMIT, Violation, shorten
-from webhook.engine.dra.capacity import DraNow
 from webhook.engine.dra.claims import Ask, DeviceRequest
 from webhook.engine.dra.pod_claims import PodClaim, PodClaims
 from webhook.engine.rules.capacity import COUNT, MIG
@@ -109,9 +110,9 @@ def check_claim_capacity(context: RuleContext) -> list[Violation]:
                 f"container's resources instead",
             )
         ]
-    dra = context.now.dra
-    fallbacks = _no_gpu_fallbacks(policy, workload.name, dra_pools, claims, dra, model)
-    return fallbacks + _fitting(policy, dra_pools, claims, dra, model)
+    now = context.now
+    fallbacks = _no_gpu_fallbacks(policy, workload.name, dra_pools, claims, now, model)
+    return fallbacks + _fitting(policy, dra_pools, claims, now, model)
 
 
 def _no_gpu_fallbacks(
@@ -119,14 +120,14 @@ def _no_gpu_fallbacks(
     workload: str,
     pools: list[Pool],
     claims: PodClaims,
-    dra: DraNow,
+    now: CapacityNow,
     model: str | None,
 ) -> list[Violation]:
     """A GPU request of a class pod that may be met by an alternative giving no GPU: the
     pod would run on a GPU node of its class, at its priority, holding another device."""
     violations = []
     names = " or ".join(pool.name for pool in pools)
-    view = dra.classes_for(policy)
+    view = now.dra.classes_for(policy)
     classes = shorten(" or ".join(view.names(GPU_DEVICE) + view.names(MIG_DEVICE)), 200)
     for claim in claims.gpu_claims:
         for request in claim.asks.gpu_requests if claim.asks else ():
@@ -137,7 +138,7 @@ def _no_gpu_fallbacks(
             never = [
                 f"{ask.request!r} ({ask.describe()}) can never be had: {problem}"
                 for ask in before
-                if ask.is_gpu and (problem := _never_had(policy, pools, dra, ask, model))
+                if ask.is_gpu and (problem := _never_had(policy, pools, now, ask, model))
             ]
             taken = f"{fallback.request!r} ({_device(fallback)})"
             if not before:
@@ -161,10 +162,10 @@ def _no_gpu_fallbacks(
 
 
 def _never_had(
-    policy: Policy, pools: list[Pool], dra: DraNow, ask: Ask, model: str | None
+    policy: Policy, pools: list[Pool], now: CapacityNow, ask: Ask, model: str | None
 ) -> str | None:
     """Why no node of `pools` could ever give `ask` alone, or None."""
-    found = _judge(policy, pools, dra, _wanted([("", ask)], alone=True), model)
+    found = _judge(policy, pools, now, _wanted([("", ask)], alone=True), model)
     return found[0].message if found else None
 
 
@@ -211,7 +212,7 @@ def claim_violations(policy: Policy, claims: PodClaims, now: CapacityNow) -> lis
                 f"device plugin only (gpusThrough); request {policy.gpu_resource} instead",
             )
         ]
-    found = _fitting(policy, pools, claims, now.dra, None)
+    found = _fitting(policy, pools, claims, now, None)
     found += [v for v in _selectors(claims)]
     return found
 
@@ -223,7 +224,7 @@ take do not fit one node: never on a guess."""
 
 
 def _fitting(
-    policy: Policy, pools: list[Pool], claims: PodClaims, dra: DraNow, model: str | None
+    policy: Policy, pools: list[Pool], claims: PodClaims, now: CapacityNow, model: str | None
 ) -> list[Violation]:
     """Why no choice of alternatives of the GPU requests of `claims` fits one node of
     `pools`, the choice the scheduler tries first named; none when one fits."""
@@ -232,7 +233,7 @@ def _fitting(
     for claim in claims.gpu_claims:
         for request in claim.asks.gpu_requests if claim.asks else ():
             where = f"{claim.describe()} request {request.name!r}"
-            had, never = _alternatives(policy, pools, dra, request, model, where)
+            had, never = _alternatives(policy, pools, now, request, model, where)
             if not had:
                 violations.append(never)
             ways.append(had)
@@ -240,14 +241,14 @@ def _fitting(
         return violations[:REASONS_LIMIT]
     first: list[Violation] | None = None
     for choice in itertools.islice(itertools.product(*ways), MAX_CHOICES):
-        found = _judge(policy, pools, dra, _wanted(choice), model)
+        found = _judge(policy, pools, now, _wanted(choice), model)
         if not found:
             return []
         first = found if first is None else first
     if math.prod(len(way) for way in ways) <= MAX_CHOICES:
         return first or []
     fewest = [min(way, key=lambda where_ask: _whole_count(where_ask[1])) for way in ways]
-    problem = _whole_gpus(pools, dra, _wanted(fewest), model)
+    problem = _whole_gpus(pools, now, _wanted(fewest), model)
     return [Violation(COUNT, problem)] if problem is not None else []
 
 
@@ -261,7 +262,7 @@ def _whole_count(ask: Ask | None) -> int:
 def _alternatives(
     policy: Policy,
     pools: list[Pool],
-    dra: DraNow,
+    now: CapacityNow,
     request: DeviceRequest,
     model: str | None,
     where: str,
@@ -277,7 +278,7 @@ def _alternatives(
         if not ask.is_gpu:
             had.append((where, None))
             continue
-        found = _judge(policy, pools, dra, _wanted([("", ask)], alone=True), model)
+        found = _judge(policy, pools, now, _wanted([("", ask)], alone=True), model)
         if found:
             never.append((ask, found[0]))
         else:
@@ -327,17 +328,17 @@ def _wanted(choice: Iterable[tuple[str, Ask | None]], alone: bool = False) -> _W
 
 
 def _judge(
-    policy: Policy, pools: list[Pool], dra: DraNow, wanted: _Wanted, model: str | None
+    policy: Policy, pools: list[Pool], now: CapacityNow, wanted: _Wanted, model: str | None
 ) -> list[Violation]:
     """Why no node of `pools` gives `wanted` together, or none."""
     violations = _products(policy, pools, wanted, model)
     if violations:
         return violations
-    problem = _whole_gpus(pools, dra, wanted, model)
+    problem = _whole_gpus(pools, now, wanted, model)
     if problem is not None:
         violations.append(Violation(COUNT, problem))
     for profile in sorted(wanted.mig):
-        problem = _mig(pools, dra, wanted, profile, model)
+        problem = _mig(pools, now, wanted, profile, model)
         if problem is not None:
             violations.append(Violation(MIG, problem))
     return violations
@@ -366,17 +367,19 @@ def _products(
     return violations
 
 
-def _whole_gpus(pools: list[Pool], dra: DraNow, wanted: _Wanted, model: str | None) -> str | None:
+def _whole_gpus(
+    pools: list[Pool], now: CapacityNow, wanted: _Wanted, model: str | None
+) -> str | None:
     if not wanted.gpu_claims:
         return None
-    sizes: dict[str, tuple[int, str | None]] = {}
+    sizes: dict[str, tuple[Decimal, str | None]] = {}
     for pool in pools:
-        live = dra.pool(pool.name)
+        live = now.offer(pool.name, Reached.DRA)
         if live is not None and (model is None or model in live.models):
             largest = live.largest_gpus(model)
-            sizes[pool.name] = (largest.count, largest.node) if largest else (0, None)
+            sizes[pool.name] = (largest.amount, largest.node) if largest else (Decimal(0), None)
         else:
-            sizes[pool.name] = (pool.gpus_per_node_of(model), None)
+            sizes[pool.name] = (Decimal(pool.gpus_per_node_of(model)), None)
     needed = max(wanted.gpus, 1)
     if any(needed <= size for size, _ in sizes.values()):
         return None
@@ -403,20 +406,20 @@ def _whole_gpus(pools: list[Pool], dra: DraNow, wanted: _Wanted, model: str | No
 
 
 def _mig(
-    pools: list[Pool], dra: DraNow, wanted: _Wanted, profile: str, model: str | None
+    pools: list[Pool], now: CapacityNow, wanted: _Wanted, profile: str, model: str | None
 ) -> str | None:
     amount = max(wanted.mig[profile], 1)
     where = "; ".join(wanted.mig_claims[profile][:REASONS_LIMIT])
     offered: set[str] = set()
-    most = 0
+    most = Decimal(0)
     for pool in pools:
-        live = dra.pool(pool.name)
+        live = now.offer(pool.name, Reached.DRA)
         if live is not None and (model is None or model in live.models):
             largest = live.largest_mig(profile, model)
-            count = largest.count if largest else 0
+            count = largest.amount if largest else Decimal(0)
             offered.update(live.mig_profiles(model))
         else:
-            count = pool.mig_slices_per_node(profile, model)
+            count = Decimal(pool.mig_slices_per_node(profile, model))
             if pool.mig_strategy == "mixed":
                 offered.update(p for m in pool.models_for(model) for p in m.mig_profiles)
         if amount <= count:
