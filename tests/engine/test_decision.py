@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+import webhook
 from webhook.engine.decision import (
     DENIAL_LIMIT,
     ECHO_LIMIT,
@@ -17,6 +20,7 @@ from webhook.engine.decision import (
     malformed,
     reasons,
     shorten,
+    subject,
 )
 
 
@@ -85,3 +89,27 @@ class TestBoundedDecisions:
         assert decision.code == 400
         assert len(decision.message) < 600
         assert decision.message.startswith("malformed object: metadata.labels.kkk")
+
+
+class TestDenialSubjects:
+    def test_a_subject_names_the_kind_and_the_namespaced_name(self) -> None:
+        assert subject("CronJob", "ml", "nightly") == "gpu-admission denied CronJob 'ml/nightly'"
+
+    def test_a_cluster_scoped_object_is_named_alone(self) -> None:
+        assert subject("DeviceClass", "", "gpu") == "gpu-admission denied DeviceClass 'gpu'"
+
+    def test_a_name_kubernetes_does_not_bound_is_echoed_short(self) -> None:
+        named = subject("ConfigMap", "ml", "k" * 1_000, quote=echo)
+
+        assert named == "gpu-admission denied ConfigMap " + echo("ml/" + "k" * 1_000)
+        assert len(named) < 200
+
+    def test_no_module_of_the_package_words_a_denial_but_this_one(self) -> None:
+        package = Path(webhook.__file__).parent
+        wording = [
+            str(path.relative_to(package))
+            for path in package.rglob("*.py")
+            for line in path.read_text().splitlines()
+            if 'f"gpu-admission denied' in line or "'gpu-admission denied" in line
+        ]
+        assert wording == ["engine/decision.py"]

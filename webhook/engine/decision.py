@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -112,11 +112,13 @@ def reasons(messages: Sequence[str]) -> str:
     return f"{listed}; and {more:,} more" if more > 0 else listed
 
 
-def subject(kind: str, namespace: str, name: str) -> str:
-    """`gpu-admission denied CronJob 'ml/nightly'`: what a denial of `kind` ("pod", "update
-    of pod" or a workload's Kind) named `name` in `namespace` starts with."""
+def subject(kind: str, namespace: str, name: str, quote: Callable[[str], str] = repr) -> str:
+    """`gpu-admission denied CronJob 'ml/nightly'`: what every denial of `kind` ("pod",
+    "update of pod", "binding of pod", a workload's or a claim's Kind) named `name` in
+    `namespace` starts with, the one place its words are made. `quote` is `echo` where
+    the name is not bounded by Kubernetes' own limits."""
     where = f"{namespace}/{name}" if namespace else name
-    return f"gpu-admission denied {kind} {where!r}"
+    return f"gpu-admission denied {kind} {quote(where)}"
 
 
 def denial(

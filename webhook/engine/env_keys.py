@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from webhook.engine.decision import Decision, Violation, allow, echo, judge
+from webhook.engine.decision import Decision, Violation, allow, echo, judge, subject
 from webhook.engine.request import AdmissionRequest
 from webhook.engine.rules.device_env import RULE
 from webhook.engine.rules.registry import with_modes
@@ -58,7 +58,5 @@ def judge_env_keys(policy: Policy, request: AdmissionRequest) -> Decision:
         )
         for field, key in found
     ]
-    where = f"{request.namespace}/{request.name}" if request.namespace else request.name
-    return judge(
-        list(with_modes(policy, None, violations)), f"gpu-admission denied {kind} {echo(where)}"
-    )
+    named = subject(kind, request.namespace, request.name, quote=echo)
+    return judge(list(with_modes(policy, None, violations)), named)

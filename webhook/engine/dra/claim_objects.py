@@ -11,7 +11,7 @@ pods using it are judged against their own class's pools when they are created.
 from __future__ import annotations
 
 from webhook.engine.capacity.now import CapacityNow
-from webhook.engine.decision import Decision, allow, judge, malformed
+from webhook.engine.decision import Decision, allow, judge, malformed, subject
 from webhook.engine.dra.api import CLAIM, GROUP, TEMPLATE
 from webhook.engine.dra.claims import ClaimSource, claim_asks
 from webhook.engine.dra.pod_claims import PodClaim, PodClaims
@@ -47,8 +47,7 @@ def judge_claim_object(policy: Policy, request: AdmissionRequest, now: CapacityN
         return allow()
     claims = PodClaims((PodClaim(source.name, source, asks),))
     violations = with_modes(policy, None, claim_violations(policy, claims, now))
-    where = f"{request.namespace}/{source.name}" if request.namespace else source.name
-    return judge(list(violations), f"gpu-admission denied {kind} {where!r}")
+    return judge(list(violations), subject(kind, request.namespace, source.name))
 
 
 def _name(obj: object) -> str:

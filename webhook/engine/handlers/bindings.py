@@ -24,6 +24,7 @@ from webhook.engine.decision import (
     malformed,
     reasons,
     shorten,
+    subject,
 )
 from webhook.engine.dra.claims import ClaimSource
 from webhook.engine.dra.pod_claims import ClaimObjects
@@ -56,10 +57,8 @@ def validate_binding(engine: Engine, review: Review) -> Decision:
     if found is None:
         return allow()
     source, obj = found
-    refused = (
-        f"gpu-admission denied binding of pod {_qualified(request, source.name)!r}"
-        f"{_bound_to(request)}, judged by its claims as the scheduler allocated them"
-    )
+    named = subject("binding of pod", request.namespace, source.name)
+    refused = f"{named}{_bound_to(request)}, judged by its claims as the scheduler allocated them"
     if source in claims.unreadable:
         reason = f"the pod could not be read ({claims.unreadable[source]})"
         return judge([Violation(CLAIMS_RULE, reason)], refused)
@@ -82,10 +81,6 @@ def validate_binding(engine: Engine, review: Review) -> Decision:
         "back what they asked at its CREATE or create the pod again"
     )
     return judge(violations, refused, message)
-
-
-def _qualified(request: AdmissionRequest, name: str) -> str:
-    return f"{request.namespace}/{name}" if request.namespace else name
 
 
 def _bound_to(request: AdmissionRequest) -> str:
