@@ -174,6 +174,7 @@ class TestTheBindingOfAClassPod:
         assert "the pod could not be read (no answer from the cluster within 2 s)" in (
             decision.message
         )
+        assert decision.outcome == "error"
 
     def test_is_refused_when_its_claim_is_gone(self, engine: Engine) -> None:
         stored = admitted_as_created(engine, sharing_pod(), read(None, ONE_GPU))

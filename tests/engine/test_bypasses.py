@@ -101,6 +101,25 @@ class TestNodeNameSetByHand:
         assert not decision.allowed
         assert reason in decision.message
 
+    def test_a_node_the_service_cannot_place_is_an_error_not_the_pods_fault(
+        self, engine: Engine
+    ) -> None:
+        assert admitted(engine, pod(nodeName="gpu-node-7"), Inventory()).outcome == "error"
+
+    def test_a_pod_bound_to_a_node_of_another_pool_is_denied_not_an_error(
+        self, engine: Engine
+    ) -> None:
+        decision = admitted(engine, pod("inference", nodeName="training-0"), NODES)
+
+        assert decision.outcome == "denied"
+
+    def test_a_fault_of_the_pods_own_beside_what_cannot_be_judged_is_a_denial(
+        self, engine: Engine
+    ) -> None:
+        obj = pod(nodeName="gpu-node-7", priorityClassName="training-priority")
+
+        assert admitted(engine, obj, Inventory()).outcome == "denied"
+
 
 class TestPodUpdate:
     def update(

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from webhook.engine import Decision, Violation
-from webhook.engine.decision import AUDIT, ENFORCE, EXEMPTION, WARN
+from webhook.engine.decision import AUDIT, ENFORCE, EXEMPTION, WARN, Unjudged
 from webhook.http.counting import Outcome, count, outcome_of
 from webhook.http.judging import Judged
 from webhook.http.metrics import Metrics
@@ -35,6 +35,24 @@ def test_a_denial_counts_each_enforced_rule_once_in_the_order_found() -> None:
     )
 
     assert outcome_of(decision) == Outcome("denied", ("gpu-count", "model"), ())
+
+
+def test_a_refusal_only_by_rules_that_could_not_judge_is_an_error_of_those_rules() -> None:
+    decision = Decision(
+        allowed=False, code=403, violations=(Unjudged("non-gpu-placement", "no inventory"),)
+    )
+
+    assert outcome_of(decision) == Outcome("error", ("non-gpu-placement",), ())
+
+
+def test_a_refusal_with_a_fault_of_the_objects_own_is_a_denial() -> None:
+    decision = Decision(
+        allowed=False,
+        code=403,
+        violations=(Unjudged("non-gpu-placement", "no inventory"), violation("priority")),
+    )
+
+    assert outcome_of(decision) == Outcome("denied", ("non-gpu-placement", "priority"), ())
 
 
 def test_rules_in_warn_and_audit_mode_are_flagged_whatever_the_decision() -> None:

@@ -58,6 +58,15 @@ class Violation:
     """What the policy makes of it: `enforce` (deny), `warn` or `audit` (admit)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Unjudged(Violation):
+    """A rule that could not judge: what it needs is missing (no live inventory of nodes)
+    or could not be read (a claim, the pod a binding names). It refuses as a violation of
+    its rule does, so the webhook fails closed, but it is no fault of the object's: the
+    decision's outcome is `error`, counted and logged apart from denials (see
+    `Decision.outcome`). Its message says what could not be known and what to do."""
+
+
 Outcome = Literal["pass", "fail", "warn", "audit", "skip"]
 """What became of one rule for one pod: `fail` for an enforced violation, `warn` or `audit`
 for one the policy only warns of or audits, `pass` when the rule judged the pod and found
@@ -86,6 +95,17 @@ class Decision:
     rules: tuple[RuleOutcome, ...] = field(default=())
     """Each validation rule's outcome for the pod of a pod CREATE (every rule skipped when
     the pod is exempt); empty for anything else."""
+
+    @property
+    def outcome(self) -> Literal["allowed", "denied", "error"]:
+        """`allowed`; `denied` for an enforced violation of the object's own; `error` when
+        every enforced violation is a rule that could not judge (`Unjudged`)."""
+        if self.allowed:
+            return "allowed"
+        enforced = [v for v in self.violations if v.mode == ENFORCE]
+        if enforced and all(isinstance(v, Unjudged) for v in enforced):
+            return "error"
+        return "denied"
 
 
 def shorten(text: str, limit: int = ECHO_LIMIT) -> str:

@@ -1,7 +1,9 @@
 """What an answered review counts as in the metrics, and the log line of a denial.
 
-A review is ``allowed``, ``denied`` (once per enforced rule it broke) or ``error`` (no
-decision: a body that is not a review, or an engine that failed); besides, it is
+A review is ``allowed``, ``denied`` (once per enforced rule it broke) or ``error``: no
+decision (a body that is not a review, or an engine that failed), or one refused only by
+rules that could not judge (``Decision.outcome``: no live inventory, an object that could
+not be read), once per such rule; besides, it is
 flagged once per rule it was warned or audited of, and once when a policy exemption
 skipped it (see ``webhook.http.metrics`` for the series).
 """
@@ -10,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from webhook.engine import Decision
@@ -28,7 +29,8 @@ class Outcome:
     decision: str
     """``allowed``, ``denied`` or ``error``."""
     rules: tuple[str, ...]
-    """The enforced rules a denial broke, once each; empty otherwise."""
+    """The enforced rules a denial broke (or an error could not judge), once each; empty
+    otherwise."""
     flagged: tuple[tuple[str, str], ...]
     """``(warned | audited, rule)`` per rule in those modes, ``(exempted, "")`` once."""
 
@@ -48,9 +50,7 @@ def outcome_of(decision: Decision | None) -> Outcome:
     flagged += [("audited", rule) for rule in _rules(decision, AUDIT)]
     if EXEMPTION in decision.audit_annotations:
         flagged.append(("exempted", ""))
-    if decision.allowed:
-        return Outcome("allowed", (), tuple(flagged))
-    return Outcome("denied", _rules(decision, ENFORCE), tuple(flagged))
+    return Outcome(decision.outcome, _rules(decision, ENFORCE), tuple(flagged))
 
 
 def count(metrics: Metrics, webhook: str, judged: Judged, started: float) -> None:
@@ -58,21 +58,24 @@ def count(metrics: Metrics, webhook: str, judged: Judged, started: float) -> Non
     log it first if it is a denial."""
     outcome = outcome_of(judged.decision)
     if judged.decision is not None and not judged.decision.allowed:
-        log_denial(judged, judged.decision, outcome.rules)
+        log_denial(judged, judged.decision, outcome)
     seconds = time.perf_counter() - started
     metrics.review(
         webhook, judged.operation, outcome.decision, outcome.rules, seconds, outcome.flagged
     )
 
 
-def log_denial(judged: Judged, decision: Decision, rules: Sequence[str]) -> None:
-    log.info(
-        "denied",
+def log_denial(judged: Judged, decision: Decision, outcome: Outcome) -> None:
+    """A denial at info; a refusal by rules that could not judge at warning: it is the
+    service's view of the cluster that is missing, not the object at fault."""
+    log.log(
+        logging.WARNING if outcome.decision == "error" else logging.INFO,
+        "could not judge" if outcome.decision == "error" else "denied",
         extra={
             "uid": judged.uid,
             "namespace": judged.namespace,
             "object": judged.name,
-            "rules": list(rules),
+            "rules": list(outcome.rules),
             "reason": decision.message,
         },
     )

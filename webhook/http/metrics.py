@@ -5,8 +5,10 @@ only what it saw. The series:
 
 - ``gpu_admission_requests_total{webhook,operation,decision,rule}``: reviews answered;
   ``decision`` is ``allowed``, ``denied`` or ``error`` (the engine failed, or the body
-  was not an AdmissionReview). A denial counts once per violated enforced rule, with
-  ``rule`` naming it; an admission or an error counts once with ``rule=""``. Besides,
+  was not an AdmissionReview, or the review was refused only by rules that could not
+  judge it: no live inventory, a claim or pod that could not be read). A denial counts
+  once per violated enforced rule, with ``rule`` naming it, and so does an error of rules
+  that could not judge; an admission or any other error counts once with ``rule=""``. Besides,
   any review counts once per rule in ``warn`` mode under ``decision="warned"`` and
   once per rule in ``audit`` mode under ``decision="audited"``, and a review skipped
   by a policy exemption once under ``decision="exempted"`` (``rule=""``); so

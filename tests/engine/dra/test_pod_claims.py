@@ -237,6 +237,7 @@ class TestValidation:
         assert not decision.allowed
         assert "claim 'gpu' (ResourceClaimTemplate 'one-gpu') does not exist" in decision.message
         assert "create the ResourceClaimTemplate in the pod's namespace before the pod" in decision.message  # fmt: skip
+        assert decision.outcome == "denied"
 
     def test_a_template_that_could_not_be_read_is_refused_to_try_again(
         self, engine: Engine
@@ -248,6 +249,7 @@ class TestValidation:
         assert not decision.allowed
         assert "could not be read (timed out after 2s)" in decision.message
         assert "try again" in decision.message
+        assert decision.outcome == "error"
 
     def test_without_a_cluster_to_read_claims_from_a_claiming_pod_is_admitted_with_a_warning(
         self, engine: Engine

@@ -55,17 +55,19 @@ class ClaimObjects:
     def reason_unknown(self, source: ClaimSource) -> str:
         """Why `source` is not among `found`."""
         if source in self.unreadable:
-            return f"could not be read ({self.unreadable[source]})"
+            return f"{UNREADABLE} ({self.unreadable[source]})"
         if source in self.missing:
             return NOT_FOUND
         if self.looked_up:
-            return f"was not read: a review reads at most {MAX_SOURCES} templates and claims"
+            return f"{NOT_READ}: a review reads at most {MAX_SOURCES} templates and claims"
         return NOT_GIVEN
 
 
 NO_CLAIMS = ClaimObjects(looked_up=False)
 """Nothing read."""
 NOT_GIVEN = "was not given"
+UNREADABLE = "could not be read"
+NOT_READ = "was not read"
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +85,12 @@ class PodClaim:
     @property
     def asks_gpus(self) -> bool:
         return self.asks is not None and self.asks.asks_gpus
+
+    @property
+    def unread(self) -> bool:
+        """Whether its object was looked for but could not be read, or was past what one
+        review reads: what it asks for cannot be judged, through no fault of the pod's."""
+        return self.problem is not None and self.problem.startswith((UNREADABLE, NOT_READ))
 
     @property
     def not_looked_up(self) -> bool:

@@ -17,7 +17,7 @@ from webhook.engine.binding import BINDING, CLAIM_RULES, binding_sources, bound_
 from webhook.engine.decision import (
     ENFORCE,
     Decision,
-    Violation,
+    Unjudged,
     allow,
     exempt,
     judge,
@@ -61,7 +61,7 @@ def validate_binding(engine: Engine, review: Review) -> Decision:
     refused = f"{named}{_bound_to(request)}, judged by its claims as the scheduler allocated them"
     if source in claims.unreadable:
         reason = f"the pod could not be read ({claims.unreadable[source]})"
-        return judge([Violation(CLAIMS_RULE, reason)], refused)
+        return judge([Unjudged(CLAIMS_RULE, reason)], refused)
     if not isinstance(obj, dict):
         return allow()
     now = engine.capacity(review.inventory)

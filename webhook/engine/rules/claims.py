@@ -27,7 +27,7 @@ from decimal import Decimal
 
 from webhook.engine.capacity.now import CapacityNow
 from webhook.engine.capacity.offers import Reached
-from webhook.engine.decision import REASONS_LIMIT, Violation, shorten
+from webhook.engine.decision import REASONS_LIMIT, Unjudged, Violation, shorten
 from webhook.engine.dra.claims import Ask, DeviceRequest
 from webhook.engine.dra.pod_claims import PodClaim, PodClaims
 from webhook.engine.rules.capacity import COUNT, MIG
@@ -53,7 +53,7 @@ def check_claims(context: RuleContext) -> list[Violation]:
             f"{claim.describe()} not read, so not judged",
         )
         if claim.not_looked_up
-        else Violation(
+        else (Unjudged if claim.unread else Violation)(
             RULE,
             f"{claim.describe()} {shorten(claim.problem or '', 200)}; the policy cannot tell "
             f"whether it claims GPUs: {_mend(claim)}",

@@ -10,7 +10,7 @@ refused until it can be placed; nothing a scheduler places is affected.
 
 from __future__ import annotations
 
-from webhook.engine.decision import Violation, echo
+from webhook.engine.decision import Unjudged, Violation, echo
 from webhook.engine.rules.context import RuleContext
 from webhook.engine.rules.placement import MODEL, NON_GPU, WRONG_POOL
 
@@ -29,7 +29,7 @@ def check_node_name(context: RuleContext) -> list[Violation]:
     bound = f"{subject} names node {echo(node)} in spec.nodeName, which bypasses the scheduler"
     place = now.nodes.get(node) if now.nodes is not None else None
     if place is None:
-        return [Violation(rule, f"{bound}, and {_unplaceable(now.nodes is None)}; {ADVICE}")]
+        return [Unjudged(rule, f"{bound}, and {_unplaceable(now.nodes is None)}; {ADVICE}")]
     if place.pool is None:
         if not place.offers_gpus:
             return []

@@ -150,8 +150,8 @@ def with_modes(
     policy: Policy, label: str | None, violations: Iterable[Violation]
 ) -> tuple[Violation, ...]:
     """`violations` of a pod whose class label is `label`, each with its rule's mode (at
-    most a warning for an advisory rule's)."""
-    return tuple(Violation(v.rule, v.message, _mode(policy, v.rule, label)) for v in violations)
+    most a warning for an advisory rule's), a rule that could not judge kept as one."""
+    return tuple(type(v)(v.rule, v.message, _mode(policy, v.rule, label)) for v in violations)
 
 
 ADVISORY_RULES = frozenset({NOT_JUDGED})
