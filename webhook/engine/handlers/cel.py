@@ -4,8 +4,8 @@ kube-apiserver evaluates them before calling the service, so they are what keeps
 stopped or slow service from the requests the policy has no opinion on: a pod without a
 GPU marker, a ConfigMap without a device-request key, a claim of other devices. Each is
 false (never an error, which would deny under ``failurePolicy: Fail``) for what it does
-not look for; the engine's twin of each is tested against it
-(tests/engine/handlers/test_cel.py).
+not look for. The real kube-apiserver compiles and evaluates them end to end
+(tests/e2e/test_webhook_down.py, tests/e2e/test_bypasses.py, tests/e2e/test_workloads.py).
 """
 
 from __future__ import annotations
