@@ -154,15 +154,26 @@ def create_app(
     app.state.body_budget = answerer.limits.budget
 
     policy_route = PolicyRoute(answerer.limits, counted, worker, scope_judge)
+    _add_review_routes(app, handlers, answerer, counted, policy_route)
+    _add_probes(app, probes)
+    return app
+
+
+def _add_review_routes(
+    app: FastAPI,
+    handlers: HandlerRegistry,
+    answerer: ReviewAnswerer,
+    counted: Metrics,
+    policy_route: PolicyRoute,
+) -> None:
+    """A POST route per handler, at its path: the policy ConfigMap's to its own route, each
+    other's to one that knows its handler by name."""
     for handler in handlers:
         if handler.path == policy_route.path:
             route: ReviewRoute | PolicyRoute = policy_route
         else:
             route = ReviewRoute(answerer, counted, handler.name)
         app.router.routes.append(Route(handler.path, route, methods=["POST"]))
-
-    _add_probes(app, probes)
-    return app
 
 
 def _body_limits(max_body: int, budget: int, share_per_source: int | None) -> BodyLimits:
