@@ -158,7 +158,7 @@ def test_the_inventory_follows_resource_slices_appearing_changing_and_disappeari
     pool = dra_now(policy, watcher.current).pool("inference")
     assert pool is not None and NODE in pool.node_names
     largest = pool.largest_gpus("A100")
-    assert largest is not None and largest.count >= 2
+    assert largest is not None and largest.amount >= 2
     classes = watcher.current.device_classes or {}
     assert {dra.GPU_CLASS, dra.MIG_CLASS} <= set(classes)
     assert f"'{dra.DRIVER}'" in classes[dra.GPU_CLASS].selectors[0]
