@@ -11,7 +11,7 @@ import pytest
 from webhook.engine import Decision, Violation
 from webhook.engine.decision import AUDIT, ENFORCE, EXEMPTION, WARN, Unjudged
 from webhook.http.counting import Outcome, count, outcome_of
-from webhook.http.judging import Judged
+from webhook.http.judging import Asked, Judged
 from webhook.http.metrics import Metrics
 
 
@@ -77,7 +77,7 @@ def test_a_denial_is_counted_by_rule_and_logged_with_what_was_denied(
 ) -> None:
     metrics = Metrics()
     decision = Decision(allowed=False, code=403, message="no", violations=(violation("model"),))
-    judged = Judged(200, b"{}", "u-1", "CREATE", "ml", "trainer", decision=decision)
+    judged = Judged(200, b"{}", Asked("u-1", "CREATE", "ml", "trainer"), decision=decision)
 
     with caplog.at_level(logging.INFO, logger="gpu_admission.http"):
         count(metrics, "validate", judged, time.perf_counter())
@@ -93,7 +93,7 @@ def test_an_admission_is_counted_and_timed_without_a_log_line(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     metrics = Metrics()
-    judged = Judged(200, b"{}", "u-2", "CREATE", decision=Decision(allowed=True))
+    judged = Judged(200, b"{}", Asked("u-2", "CREATE"), decision=Decision(allowed=True))
 
     with caplog.at_level(logging.INFO, logger="gpu_admission.http"):
         count(metrics, "mutate", judged, time.perf_counter())

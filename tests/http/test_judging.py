@@ -10,9 +10,11 @@ from fastapi.testclient import TestClient
 
 from tests.conftest import Review
 from webhook.engine import AdmissionRequest, Decision, Engine
+from webhook.engine.dra.pod_claims import NO_CLAIMS
 from webhook.engine.handlers import Review as HandlerReview
+from webhook.engine.inventory import UNKNOWN
 from webhook.http.app import create_app
-from webhook.http.judging import MAX_REPLY_BYTES, judged
+from webhook.http.judging import MAX_REPLY_BYTES, Asked, Judged, ToRead, judge_body, judged, refused
 from webhook.http.review import read_request
 
 
@@ -68,3 +70,48 @@ def test_the_route_sends_the_error_review_and_logs_why(policy: Any, review: Revi
     assert reply.status_code == 200
     assert len(reply.content) < 1024
     assert reply.json()["response"]["status"]["code"] == 500
+
+
+def test_a_review_whose_pods_name_claims_comes_back_saying_what_to_read_first(
+    engine: Engine, review: Review
+) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "p",
+            "namespace": "ml",
+            "labels": {"gpu-admission.io/workload": "training"},
+        },
+        "spec": {
+            "containers": [{"name": "c", "image": "i"}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+        },
+    }
+    body = orjson.dumps(review(pod, uid="u-claims", name="p"))
+
+    first = judge_body("validate", engine, body, UNKNOWN)
+    then = judge_body("validate", engine, body, UNKNOWN, claims=NO_CLAIMS)
+
+    assert isinstance(first, ToRead)
+    assert first.asked == Asked("u-claims", "CREATE", "ml", "p")
+    assert [source.name for source in first.sources] == ["one-gpu"]
+    assert isinstance(then, Judged)
+    assert then.asked == first.asked
+
+
+def test_a_request_the_service_does_not_judge_is_refused_with_its_status_and_why() -> None:
+    answered = refused(503, "no room now", "u-9")
+
+    assert (answered.status, orjson.loads(answered.reply)) == (503, {"error": "no room now"})
+    assert answered.asked == Asked("u-9")
+    assert answered.decision is None
+
+
+def test_a_body_that_is_not_a_review_is_answered_400_saying_why(engine: Engine) -> None:
+    answered = judge_body("validate", engine, b"{}", UNKNOWN)
+
+    assert isinstance(answered, Judged)
+    assert answered.status == 400
+    assert orjson.loads(answered.reply) == {"error": answered.reason}
+    assert "not an AdmissionReview" in answered.reason

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from webhook.http.judging import Judged, encode
+from webhook.http.judging import Judged, encode, refused
 from webhook.http.replies import json_reply, review_reply
 
 
@@ -22,14 +22,14 @@ def test_an_answered_or_unreadable_review_keeps_its_connection(status: int) -> N
 
 
 def test_a_body_too_large_closes_its_connection() -> None:
-    reply = review_reply(Judged(413, encode({"error": "too large"})))
+    reply = review_reply(refused(413, "too large"))
 
     assert reply.headers["connection"] == "close"
     assert "retry-after" not in reply.headers
 
 
 def test_a_review_there_is_no_room_for_closes_its_connection_and_says_when_to_retry() -> None:
-    reply = review_reply(Judged(503, encode({"error": "busy"})))
+    reply = review_reply(refused(503, "busy"))
 
     assert (reply.headers["connection"], reply.headers["retry-after"]) == ("close", "1")
 

@@ -81,6 +81,11 @@ class Engine:
         reads = self.routes.reads(request, handler)
         return () if reads is None else reads(self, request, read)
 
+    def reads_afresh(self, request: AdmissionRequest, handler: str | None = None) -> bool:
+        """Whether what ``claim_sources`` names for `request` must be read at its review,
+        never taken from what others read a moment ago."""
+        return self.routes.reads_afresh(request, handler)
+
     def answer(self, handler: str, review: Review) -> Decision:
         """The decision of the webhook named `handler` (``webhook.engine.handlers``) on the
         review; a request it does not judge is admitted."""

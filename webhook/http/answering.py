@@ -31,37 +31,14 @@ from webhook.engine import AdmissionRequest, Engine
 from webhook.engine.dra.pod_claims import NO_CLAIMS, ClaimObjects
 from webhook.engine.handlers import Review
 from webhook.engine.inventory import Inventory
-from webhook.http.body import (
-    BodyBudgetSpent,
-    BodyLimits,
-    BodyStalled,
-    BodyTooLarge,
-    received_body,
-)
+from webhook.http.body import BodyLimits, BodyRefused, received_body
 from webhook.http.claim_reader import ClaimReader
-from webhook.http.judging import (
-    INTERNAL_ERROR,
-    Judged,
-    decode,
-    encode,
-    failed,
-    judged,
-)
+from webhook.http.judging import Asked, Judged, ToRead, decode, failed, judged, refused
 from webhook.http.offload import ReviewWorker
-from webhook.http.review import errored, request_uid
+from webhook.http.review import request_uid
 from webhook.http.scaled_workloads import ScaledWorkload, ScaledWorkloadReader
 
 log = logging.getLogger("gpu_admission.http")
-
-BUSY = (
-    "gpu-admission holds as many large reviews as it can at once; "
-    "try again in a few seconds, or send a smaller object"
-)
-BUSY_FROM_SOURCE = (
-    "gpu-admission holds as many large reviews from this address as it lets one address "
-    "have at once; try again in a few seconds"
-)
-STALLED = "request body still arriving when a whole one needed its room"
 
 
 @dataclass(frozen=True)
@@ -86,19 +63,15 @@ class ReviewAnswerer:
         try:
             async with received_body(request, self.limits) as body:
                 answered = await self._judge(webhook, body)
-        except BodyTooLarge:
-            reason = f"request body exceeds {self.limits.max_bytes} bytes"
-            return Judged(413, encode({"error": reason}))
-        except BodyBudgetSpent as spent:
-            return Judged(503, encode({"error": BUSY_FROM_SOURCE if spent.per_source else BUSY}))
-        except BodyStalled:
-            return Judged(408, encode({"error": STALLED}))
+        except BodyRefused as refusal:
+            return refused(refusal.status, refusal.reply)
         except ClientDisconnect:
             log.debug("the client went away before its request body arrived")
             return None
         if answered.status == 400:
             log.info(
-                "invalid admission review", extra={"uid": answered.uid, "reason": answered.reason}
+                "invalid admission review",
+                extra={"uid": answered.asked.uid, "reason": answered.reason},
             )
         return answered
 
@@ -123,7 +96,7 @@ class ReviewAnswerer:
         except Exception:
             uid = request_uid(body)
             log.exception("the review could not be judged in the worker", extra={"uid": uid})
-            return Judged(200, encode(errored(uid or "", 500, INTERNAL_ERROR)), uid)
+            return failed(Asked(uid))
 
     async def _handed_to_worker(
         self, worker: ReviewWorker, webhook: str, engine: Engine, body: bytearray
@@ -131,13 +104,16 @@ class ReviewAnswerer:
         inventory = self.cluster()
         first = NO_CLAIMS if self.claims is None else None
         answered = await worker.judge(webhook, engine, inventory, body, first)
-        if answered.claim_sources and self.claims is not None:
-            claims = await self.claims.read_all(
-                answered.namespace, answered.claim_sources, answered.uid or ""
-            )
+        if isinstance(answered, ToRead) and self.claims is not None:
+            asked = answered.asked
+            claims = await self.claims.read_all(asked.namespace, answered.sources, asked.uid or "")
             answered = await worker.judge(webhook, engine, inventory, body, claims)
+        if isinstance(answered, ToRead):  # never: a review with its claims is judged
+            return failed(answered.asked, "judged without the claims it was given")
         if answered.failure is not None:
-            log.error("engine failed", extra={"uid": answered.uid, "exception": answered.failure})
+            log.error(
+                "engine failed", extra={"uid": answered.asked.uid, "exception": answered.failure}
+            )
         return answered
 
     async def _judge_here(self, webhook: str, body: bytes | bytearray) -> Judged:
@@ -158,7 +134,7 @@ class ReviewAnswerer:
             decision = engine.answer(webhook, review)
         except Exception:
             log.exception("engine failed", extra={"uid": request.uid})
-            return failed(request)
+            return failed(Asked.of(request))
         answered = judged(request, decision)
         if answered.failure is not None:  # a reply over the cap
             log.error("reply not sent", extra={"uid": request.uid, "reason": answered.failure})

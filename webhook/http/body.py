@@ -42,21 +42,50 @@ MIB = 1024 * 1024
 STALLED_SECONDS = 1.0
 """How long a large body may still be arriving before it gives way to one that came whole."""
 
+BUSY = (
+    "gpu-admission holds as many large reviews as it can at once; "
+    "try again in a few seconds, or send a smaller object"
+)
+BUSY_FROM_SOURCE = (
+    "gpu-admission holds as many large reviews from this address as it lets one address "
+    "have at once; try again in a few seconds"
+)
 
-class BodyTooLarge(GpuAdmissionError):
+
+class BodyRefused(GpuAdmissionError):
+    """A body the service will not hold: ``status`` is the HTTP status that answers it and
+    ``reply`` the sentence its reply carries."""
+
+    status = 500
+    reply = ""
+
+
+class BodyTooLarge(BodyRefused):
     """The body is over the cap (HTTP 413)."""
 
+    status = 413
 
-class BodyBudgetSpent(GpuAdmissionError):
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(f"request body exceeds {max_bytes} bytes")
+        self.reply = str(self)
+
+
+class BodyBudgetSpent(BodyRefused):
     """Too many large bodies are held at once (HTTP 503), or too many from this source."""
+
+    status = 503
 
     def __init__(self, per_source: bool = False) -> None:
         super().__init__("per source" if per_source else "in all")
         self.per_source = per_source
+        self.reply = BUSY_FROM_SOURCE if per_source else BUSY
 
 
-class BodyStalled(GpuAdmissionError):
+class BodyStalled(BodyRefused):
     """The body was still arriving when a whole one needed its room (HTTP 408)."""
+
+    status = 408
+    reply = "request body still arriving when a whole one needed its room"
 
 
 class BodyBudget:
@@ -129,8 +158,9 @@ def received_body(request: Request, limits: BodyLimits) -> ReceivedBody:
     """The whole body (``async with received_body(...) as body``), its share of the
     budget held until the block ends.
 
-    Raises BodyTooLarge, BodyBudgetSpent, BodyStalled (cut off for a body that came
-    whole), or starlette's ClientDisconnect when the client goes away first.
+    Raises a ``BodyRefused`` (BodyTooLarge, BodyBudgetSpent, BodyStalled: cut off for a
+    body that came whole), or starlette's ClientDisconnect when the client goes away
+    first.
     """
     return ReceivedBody(request, _Reservation(limits, source_address(request)))
 
@@ -147,7 +177,7 @@ class ReceivedBody:
         declared = _declared_length(self.request)
         reservation = self.reservation
         if declared is not None and declared > reservation.limits.max_bytes:
-            raise BodyTooLarge
+            raise BodyTooLarge(reservation.limits.max_bytes)
         try:
             if declared is not None:
                 reservation.grow_to(declared)
@@ -183,7 +213,7 @@ class _Reservation:
     def grow_to(self, size: int, step: int = 1) -> None:
         """Hold at least ``size`` bytes of a large body, reserving ``step`` at a time."""
         if size > self.limits.max_bytes:
-            raise BodyTooLarge
+            raise BodyTooLarge(self.limits.max_bytes)
         if size <= self.limits.small_bytes or size <= self.held:
             return
         wanted = min(max(size, self.held + step), self.limits.max_bytes)

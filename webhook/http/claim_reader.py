@@ -24,7 +24,7 @@ import anyio
 import anyio.to_thread
 
 from webhook.engine import AdmissionRequest, Engine
-from webhook.engine.binding import BINDING, BOUND_POD
+from webhook.engine.binding import BOUND_POD
 from webhook.engine.dra.api import TEMPLATE
 from webhook.engine.dra.claims import ClaimSource
 from webhook.engine.dra.pod_claims import NO_CLAIMS, ClaimObjects
@@ -78,7 +78,7 @@ class ClaimReader:
         if not sources:
             return NO_CLAIMS
         deadline = time.monotonic() + self.seconds
-        fresh = request.subresource == BINDING
+        fresh = engine.reads_afresh(request, handler)
         read = await self.read_all(request.namespace, sources, request.uid, fresh=fresh)
         more = tuple(s for s in engine.claim_sources(request, read, handler) if s not in sources)
         if not more:

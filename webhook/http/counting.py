@@ -61,7 +61,7 @@ def count(metrics: Metrics, webhook: str, judged: Judged, started: float) -> Non
         log_denial(judged, judged.decision, outcome)
     seconds = time.perf_counter() - started
     metrics.review(
-        webhook, judged.operation, outcome.decision, outcome.rules, seconds, outcome.flagged
+        webhook, judged.asked.operation, outcome.decision, outcome.rules, seconds, outcome.flagged
     )
 
 
@@ -72,9 +72,9 @@ def log_denial(judged: Judged, decision: Decision, outcome: Outcome) -> None:
         logging.WARNING if outcome.decision == "error" else logging.INFO,
         "could not judge" if outcome.decision == "error" else "denied",
         extra={
-            "uid": judged.uid,
-            "namespace": judged.namespace,
-            "object": judged.name,
+            "uid": judged.asked.uid,
+            "namespace": judged.asked.namespace,
+            "object": judged.asked.name,
             "rules": list(outcome.rules),
             "reason": decision.message,
         },

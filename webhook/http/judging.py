@@ -3,7 +3,9 @@
 These are plain functions of bytes and values, with no HTTP and no event loop, so the
 same code judges a small body on the event loop and a large one in the review worker's
 process (``webhook.http.offload``). What the edge needs afterwards (the status, the
-encoded reply, what to count and log) comes back as one picklable ``Judged``.
+encoded reply, what to count and log) comes back as one picklable ``Judged``; every
+reply of the review routes is made here, the HTTP errors of a request not judged too
+(``refused``). A review that needs claims read first comes back as a ``ToRead``.
 """
 
 from __future__ import annotations
@@ -37,30 +39,59 @@ REPLY_TOO_LARGE = (
 )
 
 
-@dataclass(frozen=True)
-class Judged:
-    """A review answered: the reply and what the edge counts and logs of it."""
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """What a reply answers, for the log: the review's uid and what it was about."""
 
-    status: int
-    reply: bytes
     uid: str | None = None
     operation: str = ""
     namespace: str = ""
     name: str = ""
+
+    @classmethod
+    def of(cls, request: AdmissionRequest) -> Asked:
+        return cls(request.uid, request.operation, request.namespace, request.name)
+
+
+NOBODY = Asked()
+"""What a reply to a body that is not a review (or not read) answers."""
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A review answered: the reply and what the edge counts and logs of it. Every one is
+    made by the functions below, the one place a reply is encoded."""
+
+    status: int
+    reply: bytes
+    asked: Asked = NOBODY
     decision: Decision | None = None
     """The engine's decision (from the review worker without its patch, which ``reply``
     carries already); None when there is none: a body that is not a review, or an engine
     that failed."""
     failure: str | None = None
-    """The traceback of an engine that failed, for the log."""
+    """What went wrong for the log: the traceback of an engine that failed, a reply over
+    its cap."""
     reason: str = ""
     """Why a body is not a review (HTTP 400), for the log."""
-    claim_sources: tuple[ClaimSource, ...] = ()
-    """Not judged yet: the templates and claims to read first (``judge_body``)."""
+
+
+@dataclass(frozen=True)
+class ToRead:
+    """A review not judged yet: the templates and claims to read first (``judge_body``)."""
+
+    asked: Asked
+    sources: tuple[ClaimSource, ...]
 
 
 def encode(content: Any) -> bytes:
     return orjson.dumps(content)
+
+
+def refused(status: int, message: str, uid: str | None = None) -> Judged:
+    """The reply to a request the service does not judge (a body too large, no room for it
+    now, cut off; a worker lost): an HTTP error status and ``{"error": message}``."""
+    return Judged(status, encode({"error": message}), Asked(uid))
 
 
 def decode(body: bytes | bytearray) -> AdmissionRequest | Judged:
@@ -70,7 +101,7 @@ def decode(body: bytes | bytearray) -> AdmissionRequest | Judged:
         return read_request(body)
     except InvalidReview as error:
         reason = str(error)
-        return Judged(400, encode({"error": reason}), uid=request_uid(body), reason=reason)
+        return dataclasses.replace(refused(400, reason, request_uid(body)), reason=reason)
 
 
 def judged(request: AdmissionRequest, decision: Decision) -> Judged:
@@ -79,31 +110,16 @@ def judged(request: AdmissionRequest, decision: Decision) -> Judged:
     reply = encode(complete(request.uid, decision))
     if len(reply) > MAX_REPLY_BYTES:
         message = REPLY_TOO_LARGE.format(size=len(reply), cap=MAX_REPLY_BYTES)
-        return Judged(
-            200,
-            encode(errored(request.uid, 500, message)),
-            request.uid,
-            request.operation,
-            request.namespace,
-            request.name,
-            failure=message,
-        )
-    return Judged(
-        200,
-        reply,
-        request.uid,
-        request.operation,
-        request.namespace,
-        request.name,
-        decision=decision,
-    )
+        return failed(Asked.of(request), message, message)
+    return Judged(200, reply, Asked.of(request), decision=decision)
 
 
-def failed(request: AdmissionRequest, failure: str | None = None) -> Judged:
-    """The reply to a review the engine failed on: ``allowed: false``, code 500, the uid
-    echoed; the traceback is for the log, never for the reply."""
-    reply = encode(errored(request.uid, 500, INTERNAL_ERROR))
-    return Judged(200, reply, request.uid, request.operation, failure=failure)
+def failed(asked: Asked, failure: str | None = None, message: str = INTERNAL_ERROR) -> Judged:
+    """The reply to a review that could not be answered (an engine that failed, a reply
+    over its cap): ``allowed: false``, code 500, the uid echoed; a traceback is for the
+    log, never for the reply."""
+    reply = encode(errored(asked.uid or "", 500, message))
+    return Judged(200, reply, asked, failure=failure)
 
 
 def judge_body(
@@ -112,14 +128,14 @@ def judge_body(
     body: bytes | bytearray,
     inventory: Inventory,
     claims: ClaimObjects | None = None,
-) -> Judged:
+) -> Judged | ToRead:
     """Decode and judge by the handler named ``webhook`` in one go (the review worker's
     whole job). Autoscaler targets are
     not read here: a large body is never a HorizontalPodAutoscaler worth warning about.
 
-    With `claims` None, a review whose pods name templates or claims is not judged: the
-    ``Judged`` says which (``claim_sources``), for the caller to read them and judge the
-    body again with them."""
+    With `claims` None, a review whose pods name templates or claims is not judged: a
+    ``ToRead`` says which, for the caller to read them and judge the body again with
+    them."""
     request = decode(body)
     if isinstance(request, Judged):
         return request
@@ -127,18 +143,10 @@ def judge_body(
         if claims is None:
             sources = engine.claim_sources(request, handler=webhook)
             if sources:
-                return Judged(
-                    0,
-                    b"",
-                    request.uid,
-                    request.operation,
-                    request.namespace,
-                    request.name,
-                    claim_sources=sources,
-                )
+                return ToRead(Asked.of(request), sources)
         decision = engine.answer(webhook, Review(request, inventory, claims or NO_CLAIMS))
     except Exception:
-        return failed(request, traceback.format_exc())
+        return failed(Asked.of(request), traceback.format_exc())
     answered = judged(request, decision)
     if answered.decision is None or not answered.decision.patch:
         return answered

@@ -67,7 +67,7 @@ from webhook.http.inventory_updates import (
     applied,
     update_from,
 )
-from webhook.http.judging import Judged, encode, judge_body
+from webhook.http.judging import Judged, ToRead, judge_body, refused
 from webhook.http.memory import give_back, keep_large_blocks_mapped
 from webhook.http.policy.verdict import PolicyQuestion, policy_verdict
 
@@ -120,7 +120,7 @@ class ReviewWorker:
         inventory: Inventory,
         body: bytes | bytearray,
         claims: ClaimObjects | None = NO_CLAIMS,
-    ) -> Judged:
+    ) -> Judged | ToRead:
         """``body`` judged by ``webhook`` in the worker; HTTP 503 if the worker died while
         judging it, or was killed past its deadline. A worker that died while idle is
         replaced for this review. With `claims` None, a review naming templates or claims
@@ -133,13 +133,13 @@ class ReviewWorker:
 
         try:
             try:
-                answered: Judged = await self._call_with(job)
+                answered: Judged | ToRead = await self._call_with(job)
             except StaleInventory:
                 self._sent = None  # never expected: the next job sends the whole
                 answered = await self._call_with(job)
             return answered
         except WorkerFailed as failed:
-            return Judged(503, encode({"error": failed.message}))
+            return refused(503, failed.message)
 
     def _update_for(self, executor: ProcessPoolExecutor, inventory: Inventory) -> InventoryUpdate:
         """``inventory`` as a change from the one the worker ``executor`` runs was last
@@ -256,7 +256,7 @@ def _judge_pickled(
     inventory: InventoryUpdate,
     body: bytes | bytearray,
     claims: ClaimObjects | None,
-) -> Judged:
+) -> Judged | ToRead:
     global _held
     current = _cached(engine)
     assert isinstance(current, Engine)

@@ -104,9 +104,21 @@ def test_a_request_sent_to_validate_by_configurations_of_before_is_judged_by_its
     assert routes.route("mutate", binding) is None
 
 
+def test_only_a_binding_reads_what_it_judges_afresh(routes: Routes) -> None:
+    binding = pod_create(
+        {"apiVersion": "v1", "kind": "Binding", "target": {"name": "gpu-1"}},
+        subresource="binding",
+    )
+
+    assert routes.reads_afresh(binding, "validate-bindings")
+    assert routes.reads_afresh(binding)
+    assert not routes.reads_afresh(pod_create(pod("training")), "validate")
+
+
 def test_a_request_no_webhook_matches_is_judged_by_none(routes: Routes) -> None:
     status = pod_create(pod("training"), operation="UPDATE", subresource="status")
 
     assert routes.matching(status) is None
     assert routes.route("validate", status) is None
     assert routes.reads(status) is None
+    assert not routes.reads_afresh(status)

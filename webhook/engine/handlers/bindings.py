@@ -100,6 +100,7 @@ VALIDATE_BINDINGS = Handler(
             (f"pods/{BINDING}",),
             {"CREATE": validate_binding},
             reads=binding_claim_sources,
+            reads_afresh=True,
         )
     ),
     summary="Judges a pod again at its binding, against its claims as the scheduler "

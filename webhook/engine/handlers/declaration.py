@@ -112,6 +112,9 @@ class ResourceRule:
     itself, not the engine (the policy ConfigMap's, whose check needs the live
     configurations and a worker of its own)."""
     reads: Reads = reads_nothing
+    reads_afresh: bool = False
+    """Whether what ``reads`` names is read at every review, never taken from what other
+    reviews read a moment ago (a binding's: its claims may have been replaced since)."""
 
     def configuration(self) -> dict[str, Any]:
         """The rule as a webhook configuration holds it."""

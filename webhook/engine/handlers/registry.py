@@ -132,8 +132,18 @@ class Routes:
     def reads(self, request: AdmissionRequest, handler: str | None = None) -> Reads | None:
         """What ``request`` needs read before it is judged: by ``handler``'s rule, or by the
         first matching handler's."""
+        rule = self._rule(request, handler)
+        return None if rule is None else rule.reads
+
+    def reads_afresh(self, request: AdmissionRequest, handler: str | None = None) -> bool:
+        """Whether what ``request`` needs read must be read now, never taken from what
+        other reviews read a moment ago."""
+        rule = self._rule(request, handler)
+        return rule is not None and rule.reads_afresh
+
+    def _rule(self, request: AdmissionRequest, handler: str | None) -> ResourceRule | None:
         rule = self.own[handler].get(request_key(request)) if handler is not None else None
         if rule is None:
             found = self.matching(request)
             rule = None if found is None else found[1]
-        return None if rule is None else rule.reads
+        return rule

@@ -34,16 +34,9 @@ from starlette.types import Receive, Scope, Send
 
 from webhook.engine import Decision
 from webhook.engine.handlers.policy_configmap import VALIDATE_POLICY
-from webhook.http.body import (
-    BodyBudgetSpent,
-    BodyLimits,
-    BodyStalled,
-    BodyTooLarge,
-    received_body,
-    source_address,
-)
+from webhook.http.body import BodyLimits, BodyRefused, received_body, source_address
 from webhook.http.counting import count
-from webhook.http.judging import Judged, decode, encode, failed, judged
+from webhook.http.judging import Asked, Judged, decode, failed, judged, refused
 from webhook.http.metrics import Metrics
 from webhook.http.offload import ReviewWorker, WorkerFailed
 from webhook.http.policy.queue import ChecksBusy, PolicyChecks, Verdict
@@ -65,14 +58,10 @@ POLICY_BODY_BYTES = 1024 * 1024
 """The largest body of a policy review answered: a policy of at most 256 KiB in object
 and oldObject, JSON-escaped, and the review around them."""
 
-SOURCE_BUSY = Judged(
-    429,
-    encode(
-        {"error": "as many policies from this address are being judged as it may have; try again"}
-    ),
+SOURCE_BUSY = refused(
+    429, "as many policies from this address are being judged as it may have; try again"
 )
-QUEUE_FULL = Judged(503, encode({"error": "as many policies are being judged as fit; try again"}))
-BODIES_BUSY = Judged(503, encode({"error": "too many large reviews at once; try again"}))
+QUEUE_FULL = refused(503, "as many policies are being judged as fit; try again")
 
 
 def policy_body_limits(limits: BodyLimits) -> BodyLimits:
@@ -116,14 +105,8 @@ class PolicyRoute:
         try:
             async with received_body(request, self.limits) as body:
                 review = decode(body)
-        except BodyTooLarge:
-            return Judged(
-                413, encode({"error": f"request body exceeds {self.limits.max_bytes} bytes"})
-            )
-        except BodyBudgetSpent:
-            return BODIES_BUSY
-        except BodyStalled:
-            return Judged(408, encode({"error": "request body still arriving; cut off"}))
+        except BodyRefused as refusal:
+            return refused(refusal.status, refusal.reply)
         except ClientDisconnect:
             return None
         if isinstance(review, Judged):
@@ -136,10 +119,10 @@ class PolicyRoute:
         except ChecksBusy as busy:
             return SOURCE_BUSY if busy.per_source else QUEUE_FULL
         except WorkerFailed as lost:
-            return Judged(503, encode({"error": lost.message}), review.uid)
+            return refused(503, lost.message, review.uid)
         except Exception:
             log.exception("policy check failed", extra={"uid": review.uid})
-            return failed(review)
+            return failed(Asked.of(review))
         return judged(review, verdict_decision(verdict, question.scope))
 
     async def _compile(self, question: PolicyQuestion) -> Verdict:
