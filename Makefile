@@ -35,7 +35,7 @@ schema: $(STAMP)  ## regenerate policies/schema.json from the policy model and t
 demo: $(STAMP)  ## a local control plane with gpu-admission and the sample workloads, until Ctrl-C
 	$(BIN)/python -m tests.e2e.demo
 
-fuzz: $(STAMP)  ## 100,000 hostile reviews against the engine and the HTTP edge, failing on any reply over 1 s; then 20,000 clusters and pods per policy and mode against Kubernetes' own placement code
+fuzz: $(STAMP)  ## 100,000 hostile reviews against the engine and the HTTP edge, failing on any reply over 1 s; then 20,000 clusters and pods per policy and mode against Kubernetes' own placement code, and 60,000 admission requests per policy against kube-apiserver's own webhook matching
 	GPU_ADMISSION_FUZZ_EXAMPLES=$${GPU_ADMISSION_FUZZ_EXAMPLES:-100000} $(BIN)/pytest tests/fuzz -q
 	GPU_ADMISSION_DIFFERENTIAL_EXAMPLES=$${GPU_ADMISSION_DIFFERENTIAL_EXAMPLES:-20000} $(BIN)/pytest tests/differential -q
 

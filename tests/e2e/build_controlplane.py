@@ -4,9 +4,9 @@ The versions are pinned by the wrapper Go module in ``tests/e2e/controlplane``
 (and Helm's by ``tests/e2e/helm``, a module of its own: it needs newer k8s.io
 modules than the control plane's); this script only turns them into binaries
 in a per-version cache directory, so a test run pays the (long) build once per
-machine. The placement oracle of ``tests/differential`` (a small Go program of
-Kubernetes' scheduling helpers) is built here too, into a directory named by a
-hash of its sources. It deliberately imports nothing from the project so that it
+machine. The oracles of ``tests/differential`` (small Go programs: Kubernetes'
+scheduling helpers, and kube-apiserver's webhook matching) are built here too, each
+into a directory named by a hash of its sources. It deliberately imports nothing from the project so that it
 also runs as a plain script:
 
     python -m tests.e2e.build_controlplane
@@ -38,6 +38,7 @@ CNI_PLUGINS_MODULE = "github.com/containernetworking/plugins"
 # node does not use (it runs on overlayfs): containerd's own build tags leave them out.
 CONTAINERD_TAGS = "no_btrfs,no_devmapper,no_zfs,no_aufs"
 ORACLE_MODULE_DIR = Path(__file__).resolve().parents[1] / "differential" / "oracle"
+MATCHING_MODULE_DIR = Path(__file__).resolve().parents[1] / "differential" / "matching"
 ORACLE_SOURCES = ("go.mod", "go.sum", "main.go")
 HELM_MODULE = "helm.sh/helm/v4"
 
@@ -109,8 +110,12 @@ BINARIES: tuple[Binary, ...] = (
 )
 
 
-# Not a control-plane binary: it is built on its own (ensure_oracle), from its own module.
+# Not control-plane binaries: each is built on its own (ensure_oracle), from its own module.
 ORACLE = Binary("placement-oracle", "gpu-admission/tests/differential/oracle", 1, ORACLE_MODULE_DIR)
+MATCHING_ORACLE = Binary(
+    "matching-oracle", "gpu-admission/tests/differential/matching", 1.6, MATCHING_MODULE_DIR
+)
+ORACLES = (ORACLE, MATCHING_ORACLE)
 
 
 def required_version(module: str, module_dir: Path) -> str:
@@ -340,29 +345,30 @@ def ensure_binaries() -> Path:
     return directory
 
 
-def oracle_path() -> Path:
-    """Where the placement oracle lives: under a hash of its go.mod, go.sum and main.go,
-    so that an edit of any of them builds it again."""
+def oracle_path(oracle: Binary = ORACLE) -> Path:
+    """Where an oracle lives: under a hash of its go.mod, go.sum and main.go, so that an
+    edit of any of them builds it again."""
     digest = hashlib.sha256()
     for name in ORACLE_SOURCES:
-        digest.update(f"{name}\0".encode() + (ORACLE.module_dir / name).read_bytes() + b"\0")
-    return cache_root() / f"placement-oracle-{digest.hexdigest()[:16]}" / ORACLE.name
+        digest.update(f"{name}\0".encode() + (oracle.module_dir / name).read_bytes() + b"\0")
+    return cache_root() / f"{oracle.name}-{digest.hexdigest()[:16]}" / oracle.name
 
 
-def ensure_oracle() -> Path:
-    """Build the placement oracle unless built already, and return its path."""
-    target = oracle_path()
+def ensure_oracle(oracle: Binary = ORACLE) -> Path:
+    """Build an oracle (the placement oracle unless told) unless built already, and
+    return its path."""
+    target = oracle_path(oracle)
     if target.is_file():
         return target
     go = _go_command()
     with _exclusive(target.parent / "build.lock"):
         if not target.is_file():
-            _build_one(go, ORACLE, target, [], plan_progress([ORACLE])[0])
+            _build_one(go, oracle, target, [], plan_progress([oracle])[0])
     return target
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Build what is missing (the placement oracle first, a quick build) and print the
+    """Build what is missing (the oracles first, quick builds) and print the
     control plane's directory. With ``--before-tests`` (what
     `make test` runs before pytest, so that a cold build shows its progress instead
     of sitting behind pytest's output capture) it follows ``GPU_ADMISSION_E2E`` as
@@ -373,7 +379,8 @@ def main(argv: list[str] | None = None) -> int:
     if before_tests and mode == "off":
         return 0
     try:
-        ensure_oracle()
+        for oracle in ORACLES:
+            ensure_oracle(oracle)
         print(ensure_binaries())
     except GoToolchainMissing as error:
         _log(str(error))

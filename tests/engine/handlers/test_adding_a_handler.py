@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import admission_review
-from webhook.engine import Decision, Engine
+from webhook.engine import AdmissionRequest, Decision, Engine
 from webhook.engine.decision import Violation, allow, judge, subject
 from webhook.engine.handlers import HANDLERS, Handler, HandlerRegistry, ResourceRule, Review
 from webhook.engine.handlers.declaration import IGNORE, Condition, static
@@ -37,6 +37,11 @@ def reserved_name(policy: Policy) -> str:
     return f"object.metadata.name == '{RESERVED}'"
 
 
+def names_reserved(policy: Policy, request: AdmissionRequest) -> bool:
+    """The condition's Python twin."""
+    return bool(request.object.get("metadata", {}).get("name") == RESERVED)
+
+
 LEASES = Handler(
     "validate-leases",
     mutating=False,
@@ -46,7 +51,7 @@ LEASES = Handler(
         )
     ),
     summary="Refuses a Lease of a reserved name.",
-    conditions=(Condition("reserved-name", reserved_name),),
+    conditions=(Condition("reserved-name", reserved_name, names_reserved),),
     failure_policy=IGNORE,
 )
 

@@ -11,6 +11,7 @@ not look for. The real kube-apiserver compiles and evaluates them end to end
 from __future__ import annotations
 
 from webhook.engine.handlers.template_conditions import workload_condition
+from webhook.engine.handlers.twins import SCHEDULING_FIELDS, gpu_domains
 from webhook.engine.templates import CONTROLLER_KINDS
 from webhook.policy.compiled import Policy
 
@@ -28,18 +29,11 @@ def gpu_relevance_condition(policy: Policy, root: str = "object", *, labelled: b
     """CEL: true for a pod (or the pod template at `root`) the policy can have an opinion on.
     With `labelled` False the workload label is left out: the webhook's objectSelector
     has already sent labelled pods elsewhere."""
-    env = policy.visible_devices_env
     spec = f"{root}.spec"
     container_lists = ("containers", "initContainers", "ephemeralContainers")
     # Every resource of a GPU domain (nvidia.com/, and those of the policy's other GPU
     # names), so a GPU resource the policy does not know yet still reaches it.
-    names = (
-        policy.gpu_resource,
-        policy.mig_prefix,
-        *sorted(policy.other_gpu_resources),
-        *sorted(policy.dra_extended_resources),
-    )
-    domains = dict.fromkeys(name.split("/")[0] + "/" for name in names)
+    domains = gpu_domains(policy)
     named_ours = f"exists(r, {' || '.join(f'r.startsWith({d!r})' for d in domains)})"
     resource_checks = " || ".join(
         f"(has({spec}.{lst}) && {spec}.{lst}.exists(c, has(c.resources) && "
@@ -47,9 +41,14 @@ def gpu_relevance_condition(policy: Policy, root: str = "object", *, labelled: b
         f"(has(c.resources.requests) && c.resources.requests.{named_ours}))))"
         for lst in container_lists[:2]
     )
+    # Every variable the runtime reads as a device request, set or spelled by an
+    # envFrom prefix (NVIDIA_VISIBLE_ and a key DEVICES).
+    env_names = "[" + ", ".join(f"'{name}'" for name in sorted(policy.requested_device_env)) + "]"
     env_checks = " || ".join(
-        f"(has({spec}.{lst}) && {spec}.{lst}.exists(c, has(c.env) && "
-        f"c.env.exists(e, e.name == '{env}')))"
+        f"(has({spec}.{lst}) && {spec}.{lst}.exists(c, "
+        f"(has(c.env) && c.env.exists(e, e.name in {env_names})) || "
+        f"(has(c.envFrom) && c.envFrom.exists(f, has(f.prefix) && f.prefix != '' && "
+        f"{env_names}.exists(n, n.startsWith(f.prefix))))))"
         for lst in container_lists
     )
     # kube-apiserver's DefaultTolerationSeconds plugin gives every pod tolerations
@@ -82,12 +81,6 @@ def gpu_relevance_condition(policy: Policy, root: str = "object", *, labelled: b
     )
     relevant = f"(has({spec}) && ({spec_checks}))"
     return f"{label_check} || {relevant}" if labelled else relevant
-
-
-SCHEDULING_FIELDS = ("tolerations", "nodeSelector", "affinity", "schedulingGates")
-"""What of a pod's spec may change after its CREATE and changes where it can land:
-tolerations may be added to any pod; a pod with scheduling gates may get its node
-selector and affinity narrowed, and its gates removed."""
 
 
 def scheduling_change_condition() -> str:

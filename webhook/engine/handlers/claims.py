@@ -12,6 +12,7 @@ from webhook.engine.dra.api import CLAIM_TEMPLATES, CLAIMS, GROUP, VERSION
 from webhook.engine.dra.claim_objects import judge_claim_object
 from webhook.engine.handlers.cel import claim_relevance_condition
 from webhook.engine.handlers.declaration import Condition, Handler, ResourceRule, Review, static
+from webhook.engine.handlers.twins import claim_relevant
 
 if TYPE_CHECKING:
     from webhook.engine.review import Engine
@@ -35,5 +36,5 @@ VALIDATE_CLAIMS = Handler(
         )
     ),
     summary="Refuses a ResourceClaimTemplate or ResourceClaim of GPUs no node could satisfy.",
-    conditions=(Condition("gpu-claim", claim_relevance_condition),),
+    conditions=(Condition("gpu-claim", claim_relevance_condition, claim_relevant),),
 )

@@ -13,7 +13,8 @@ are all made from it, so none of them can disagree with another:
   policy's workload kinds are rules too;
 - ``selector``: whether pods carrying the workload label go to it or those without it
   (kube-apiserver's objectSelector; ``LabelSelector.matches`` is its Python twin);
-- ``conditions``: its matchConditions, the CEL of each made from the policy;
+- ``conditions``: its matchConditions, the CEL of each made from the policy, and the
+  Python twin of each (``Handler.sends``), held to the CEL by kube-apiserver's own;
 - ``failure_policy``, ``namespaces``: ``Fail`` or ``Ignore``; the opted-in namespaces or
   the service's own.
 
@@ -175,10 +176,12 @@ def _labels(obj: Any) -> Mapping[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class Condition:
-    """A matchCondition: its name and its CEL, made from the policy."""
+    """A matchCondition: its name, its CEL made from the policy, and its Python twin
+    (``webhook.engine.handlers.twins``), which says of a request what the CEL says."""
 
     name: str
     cel: Callable[[Policy], str]
+    twin: Callable[[Policy, AdmissionRequest], bool]
 
     def configuration(self, policy: Policy) -> dict[str, str]:
         return {"name": self.name, "expression": self.cel(policy)}
@@ -207,6 +210,11 @@ class Handler:
     @property
     def path(self) -> str:
         return f"/{self.name}"
+
+    def sends(self, policy: Policy, request: AdmissionRequest) -> bool:
+        """Whether its matchConditions let kube-apiserver send ``request`` to it, as their
+        twins say."""
+        return all(condition.twin(policy, request) for condition in self.conditions)
 
     def judged_by_engine(self, policy: Policy) -> bool:
         """Whether the engine judges any of its requests (not the policy ConfigMap's)."""

@@ -11,6 +11,7 @@ from webhook.engine.decision import Decision
 from webhook.engine.env_keys import judge_env_keys
 from webhook.engine.handlers.cel import env_key_condition
 from webhook.engine.handlers.declaration import Condition, Handler, ResourceRule, Review, static
+from webhook.engine.handlers.twins import env_key_held
 
 if TYPE_CHECKING:
     from webhook.engine.review import Engine
@@ -34,5 +35,5 @@ VALIDATE_ENV_KEYS = Handler(
         )
     ),
     summary="Refuses a ConfigMap or Secret holding a key envFrom would make a device request.",
-    conditions=(Condition("device-request-key", env_key_condition),),
+    conditions=(Condition("device-request-key", env_key_condition, env_key_held),),
 )

@@ -29,6 +29,7 @@ from webhook.engine.handlers.declaration import (
     Review,
     static,
 )
+from webhook.engine.handlers.twins import gpu_relevant_pod, scheduling_changed
 from webhook.engine.mutate import isolate_ephemeral_containers, mutate_pod
 from webhook.engine.pod import PodView, read_pod
 from webhook.engine.pod_answers import glance, kept_patch
@@ -206,8 +207,8 @@ def _scheduling_changed(policy: Policy) -> str:
     return scheduling_change_condition()
 
 
-GPU_RELEVANT = Condition("gpu-relevant-pod", _unlabelled_gpu_relevance)
-SCHEDULING_CHANGED = Condition("scheduling-changed", _scheduling_changed)
+GPU_RELEVANT = Condition("gpu-relevant-pod", _unlabelled_gpu_relevance, gpu_relevant_pod)
+SCHEDULING_CHANGED = Condition("scheduling-changed", _scheduling_changed, scheduling_changed)
 
 MUTATE = Handler(
     "mutate",

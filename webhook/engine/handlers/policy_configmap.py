@@ -20,6 +20,7 @@ from webhook.engine.handlers.declaration import (
     ResourceRule,
     static,
 )
+from webhook.engine.request import AdmissionRequest
 from webhook.policy.compiled import Policy
 
 __all__ = ["POLICY_CONFIGMAP", "VALIDATE_POLICY", "policy_configmap_condition"]
@@ -38,6 +39,15 @@ def policy_configmap_condition(policy: Policy | None = None) -> str:
     )
 
 
+def names_the_policy(policy: Policy, request: AdmissionRequest) -> bool:
+    """Twin of ``policy_configmap_condition``."""
+    metadata = request.object.get("metadata") if isinstance(request.object, dict) else None
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    if not isinstance(name, str):
+        return False
+    return name == POLICY_CONFIGMAP or name.startswith(f"{POLICY_CONFIGMAP}-")
+
+
 VALIDATE_POLICY = Handler(
     "validate-policy",
     mutating=False,
@@ -45,7 +55,7 @@ VALIDATE_POLICY = Handler(
         ResourceRule("", ("v1",), ("configmaps",), {"CREATE": None, "UPDATE": None}),
     ),
     summary="Refuses a policy ConfigMap the service could not load, with its problems.",
-    conditions=(Condition("policy-configmap", policy_configmap_condition),),
+    conditions=(Condition("policy-configmap", policy_configmap_condition, names_the_policy),),
     failure_policy=IGNORE,
     namespaces=OWN_NAMESPACE,
 )

@@ -25,6 +25,7 @@ from webhook.engine.dra.claims import ClaimSource
 from webhook.engine.dra.pod_claims import MAX_SOURCES, ClaimObjects, sources_named
 from webhook.engine.handlers.cel import workload_relevance_condition
 from webhook.engine.handlers.declaration import Condition, Handler, ResourceRule, Review
+from webhook.engine.handlers.twins import workload_relevant
 from webhook.engine.pod import read_pod
 from webhook.engine.request import AdmissionRequest
 from webhook.engine.templates import (
@@ -126,5 +127,7 @@ VALIDATE_WORKLOADS = Handler(
     mutating=False,
     rules=workload_rules,
     summary="Refuses a workload whose pod templates make pods the pod webhooks would refuse.",
-    conditions=(Condition("gpu-relevant-template", workload_relevance_condition),),
+    conditions=(
+        Condition("gpu-relevant-template", workload_relevance_condition, workload_relevant),
+    ),
 )
