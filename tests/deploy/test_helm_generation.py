@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from webhook.engine.handlers import HANDLERS
+from webhook.engine.handlers.declaration import OPTED_IN
 from webhook.install import chart
 from webhook.install.chart import RELEASE_NAMESPACE, alerts_rules, short_name, webhooks_template
 from webhook.policy import load_default_policy
@@ -59,7 +61,8 @@ def test_the_scope_values_decide_only_the_selectors_that_are_the_opt_in_scope(
 
     assert "kubernetes.io/metadata.name: {{ .Release.Namespace }}\n" in text
     assert RELEASE_NAMESPACE not in text
-    assert text.count('include "gpu-admission.namespaceSelector"') == 10
+    opted_in = [h for h in HANDLERS if h.namespaces == OPTED_IN]
+    assert text.count('include "gpu-admission.namespaceSelector"') == len(opted_in)
     assert '(list . "validate-extra" 5)' in text
 
 

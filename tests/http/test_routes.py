@@ -42,7 +42,26 @@ def test_every_webhook_has_a_route_at_its_path(client: TestClient) -> None:
     paths = {getattr(route, "path", None) for route in client.app.router.routes}  # type: ignore[attr-defined]
 
     assert {handler.path for handler in HANDLERS} <= paths
-    assert len(HANDLERS) == 11
+    assert len(HANDLERS) == 12
+
+
+def test_a_training_jobs_template_is_mutated_at_mutate_workloads(
+    client: TestClient, review: Review
+) -> None:
+    template = pod("training")
+    del template["apiVersion"], template["kind"]
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "train", "namespace": "ml"},
+        "spec": {"template": template},
+    }
+    body = review(job, kind="Job", group="batch", resource="jobs", name="train")
+
+    mutated = answer(client, "/mutate-workloads", body)
+
+    assert mutated["allowed"] is True
+    assert mutated["patchType"] == "JSONPatch"
 
 
 def test_a_configmap_with_a_device_request_key_is_refused_at_its_own_path_and_at_validate(

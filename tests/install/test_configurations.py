@@ -264,6 +264,7 @@ def test_every_webhook_that_guards_pods_fails_closed_the_others_open(rendered: A
     assert policies == {
         "mutate.gpu-admission.io": "Fail",
         "mutate-unclassed.gpu-admission.io": "Fail",
+        "mutate-workloads.gpu-admission.io": "Fail",
         "validate.gpu-admission.io": "Fail",
         "validate-unclassed.gpu-admission.io": "Fail",
         "validate-updates.gpu-admission.io": "Fail",

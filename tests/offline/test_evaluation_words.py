@@ -72,7 +72,8 @@ WORKLOADS = {
 
 def webhook_says(engine: Engine, obj: dict[str, Any], namespace: str) -> Decision:
     """What the webhooks answer kube-apiserver for the CREATE of `obj` in `namespace`: a
-    Pod mutated then validated, a workload validated (controllers are never mutated)."""
+    Pod mutated then validated, a workload validated (a template mutated at CREATE
+    is judged as mutated, so validation alone says the same)."""
     name = obj["metadata"]["name"]
     if obj["kind"] == "Pod":
         request = AdmissionRequest.pod_create("u", namespace, name, copy.deepcopy(obj))

@@ -28,8 +28,14 @@ def mutate_pod(
     workload: WorkloadClass,
     now: CapacityNow = STATIC,
     claims: PodClaims = NONE,
+    *,
+    template: bool = False,
 ) -> list[dict[str, Any]]:
     """The patch; `now` gives PriorityClasses' real values when the cluster is known.
+    A pod `template` gets the PriorityClass by name only: kube-apiserver's Priority
+    plugin gives each of its pods the class's value as it is when the pod is created,
+    while a value written into the template would outlive a change of the class and
+    have every later pod refused.
 
     A pod that claims GPUs through Dynamic Resource Allocation (or has a claim not known,
     which may) gets no device-plugin GPU, affinity to the class's pools that take
@@ -40,7 +46,7 @@ def mutate_pod(
     defaulted = _gpu_counts(patch, policy, pod, workload, claims)
     _node_affinity(patch, policy, pod, workload, claims)
     _tolerations(patch, pod, workload)
-    _priority(patch, pod, workload, now)
+    _priority(patch, pod, workload, now, value=not template)
     _co_location(patch, pod, workload)
     _isolation(patch, policy, pod, defaulted, claims)
     return patch.operations
@@ -55,14 +61,25 @@ def created_pod(
     """The pod `obj` becomes at its CREATE: with our mutation applied, when its class has one.
     Raises MalformedObject for a pod that cannot be read."""
     pod = read_pod(obj, policy)
+    patch = class_patch(policy, pod, now, objects)
+    return read_pod(apply_patch(obj, patch), policy) if patch else pod
+
+
+def class_patch(
+    policy: Policy,
+    pod: PodView,
+    now: CapacityNow = STATIC,
+    objects: ClaimObjects = NO_CLAIMS,
+    *,
+    template: bool = False,
+) -> list[dict[str, Any]]:
+    """The patch of a pod (or a pod `template`) at its CREATE, by its class; none for a
+    pod of no class, or of a class without mutation."""
     workload = policy.classes.get(pod.labels.get(policy.workload_label, ""))
     if workload is None or not workload.mutate:
-        return pod
+        return []
     claims = pod_claims(policy, pod, objects, now.dra.classes_for(policy))
-    patch = mutate_pod(policy, pod, workload, now, claims)
-    if not patch:
-        return pod
-    return read_pod(apply_patch(obj, patch), policy)
+    return mutate_pod(policy, pod, workload, now, claims, template=template)
 
 
 def _gpu_counts(
@@ -160,7 +177,9 @@ def _tolerations(patch: PatchBuilder, pod: PodView, workload: WorkloadClass) -> 
         patch.append(items, path, toleration)
 
 
-def _priority(patch: PatchBuilder, pod: PodView, workload: WorkloadClass, now: CapacityNow) -> None:
+def _priority(
+    patch: PatchBuilder, pod: PodView, workload: WorkloadClass, now: CapacityNow, *, value: bool
+) -> None:
     """kube-apiserver's Priority plugin resolves the class again after a webhook changed
     the pod and refuses a value that is not the class's, so the value set is the
     cluster's when known, else the policy's. A class the cluster is known not to have
@@ -171,13 +190,15 @@ def _priority(patch: PatchBuilder, pod: PodView, workload: WorkloadClass, now: C
     live = now.priority_classes.get(wanted.name) if now.priority_classes is not None else None
     if now.priority_classes is not None and live is None:
         return  # kube-apiserver would refuse the name unexplained; validation says why
-    value, preemption = (
+    number, preemption = (
         (live.value, live.preemption_policy)
         if live is not None
         else (wanted.value, wanted.preemption_policy)
     )
     patch.set(pod.spec, "/spec", "priorityClassName", wanted.name)
-    patch.set(pod.spec, "/spec", "priority", value)
+    if not value:
+        return
+    patch.set(pod.spec, "/spec", "priority", number)
     if preemption is not None:
         patch.set(pod.spec, "/spec", "preemptionPolicy", preemption)
 

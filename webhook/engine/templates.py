@@ -46,6 +46,13 @@ def template_kinds(policy: Policy) -> tuple[TemplateKind, ...]:
     return (*BUILT_IN_KINDS, *policy.workload_kinds)
 
 
+def mutated_template_kinds(policy: Policy) -> tuple[TemplateKind, ...]:
+    """The kinds whose pod templates are mutated at their CREATE (the policy's
+    ``mutateTemplates``), in the order of ``template_kinds``."""
+    named = policy.mutated_template_kinds
+    return tuple(kind for kind in (*CONTROLLER_KINDS, *policy.workload_kinds) if kind.kind in named)
+
+
 def api_group(api_version: Any) -> str:
     """`apps` of `apps/v1`; empty for the core group's `v1`."""
     if not isinstance(api_version, str) or "/" not in api_version:

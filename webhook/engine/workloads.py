@@ -4,7 +4,9 @@ Each template is judged as the pod its controller will create: requests
 defaulted from limits (webhook.engine.templates), then our own mutation, as
 kube-apiserver will apply it at the pod's CREATE, then the pod rules. So
 `kubectl apply` of a bad Deployment fails at once instead of its pods failing
-in the ReplicaSet's events. Controllers themselves are never mutated.
+in the ReplicaSet's events. The templates of the policy's ``mutateTemplates`` kinds
+are mutated at their CREATE (webhook.engine.template_mutation); judged here, a template
+so mutated meets no mutation of its own, ours being idempotent.
 
 An UPDATE judges only the templates it changes: a scale or a relabel of a
 workload admitted before a policy change keeps working.

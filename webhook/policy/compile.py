@@ -42,6 +42,7 @@ def compile_policy(spec: model.PolicySpec, catalog: MigCatalog, source: str) -> 
             compiled.TemplateKind(k.group, k.kind, tuple(k.template_paths), k.resource)
             for k in spec.workload_kinds
         ),
+        mutated_template_kinds=_mutated_template_kinds(spec),
         governed_priority_classes=frozenset(c.priority_class.name for c in classes.values()),
         default_mode=spec.enforcement.default,
         rule_modes=dict(spec.enforcement.rules),
@@ -112,6 +113,13 @@ def _compile_dra(dra: model.Dra) -> compiled.DraSettings:
         product_attribute=dra.attributes.product_name,
         profile_attribute=dra.attributes.mig_profile,
     )
+
+
+def _mutated_template_kinds(spec: model.PolicySpec) -> frozenset[str]:
+    if spec.mutate_templates is not None:
+        return frozenset(spec.mutate_templates)
+    kinds = (*model.BUILT_IN_TEMPLATE_KINDS, *(k.kind for k in spec.workload_kinds))
+    return frozenset(kinds) - frozenset(model.LONG_RUNNING_KINDS)
 
 
 def _named_rules(spec: model.PolicySpec) -> tuple[tuple[str, str], ...]:

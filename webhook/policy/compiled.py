@@ -274,6 +274,8 @@ class Policy:
     """The node labels the policy knows (pool, model); any other label is unknown."""
     workload_kinds: tuple[TemplateKind, ...] = field(default=())
     """Custom workload kinds (PyTorchJob, RayCluster, ...) whose pod templates are judged."""
+    mutated_template_kinds: frozenset[str] = field(default=frozenset())
+    """The kinds whose pod templates are mutated at the workload's CREATE."""
 
     other_gpu_resources: frozenset[str] = field(default=frozenset())
     """More resource names that count as GPUs (shared replicas, other vendors)."""

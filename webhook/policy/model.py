@@ -304,6 +304,15 @@ def _kubeflow(kind: str, replica_specs: str) -> WorkloadKind:
     )
 
 
+BUILT_IN_TEMPLATE_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob")
+"""The built-in controllers whose pod templates are known without a policy."""
+LONG_RUNNING_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")
+"""Controllers whose templates are not mutated unless ``mutateTemplates`` names them: their
+pods are mutated at their CREATE as every pod is, a queue that admits them (Kueue's pod
+groups) reads those pods, and a GitOps tool comparing the template with its source would
+show our fields as drift for the workload's whole life."""
+
+
 def default_workload_kinds() -> list[WorkloadKind]:
     """The pod templates of common ML workload kinds; a cluster without a kind never sends it."""
     return [
@@ -404,6 +413,17 @@ class PolicySpec(StrictModel):
             "custom kinds whose pod templates are validated, besides Deployment, StatefulSet, "
             "DaemonSet, ReplicaSet, Job and CronJob; defaults to Kubeflow, Ray, JobSet and "
             "LeaderWorkerSet kinds, and replaces them when set"
+        ),
+    )
+    mutate_templates: list[str] | None = Field(
+        default=None,
+        alias="mutateTemplates",
+        description=(
+            "the kinds (Job, CronJob, a kind of workloadKinds) whose pod templates get, at "
+            "the workload's CREATE, what their pods would get at theirs, so that a queue "
+            "that charges and places the workload by its template (Kueue) sees the pods "
+            "that will run; defaults to every kind but Deployment, StatefulSet, DaemonSet "
+            "and ReplicaSet"
         ),
     )
     dra: Dra = Field(

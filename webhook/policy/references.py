@@ -19,7 +19,7 @@ from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
 from webhook.policy.catalog import MigCatalog
-from webhook.policy.model import DeviceAttributes
+from webhook.policy.model import BUILT_IN_TEMPLATE_KINDS, DeviceAttributes, default_workload_kinds
 from webhook.policy.yaml_source import FieldPath
 
 BUILT_IN_GROUPS = ("", "apps", "batch")
@@ -48,6 +48,7 @@ def reference_problems(
         rule_names,
     )
     found += _workload_kind_problems(_list(data.get("workloadKinds")))
+    found += _mutated_template_problems(data)
     found += _dra_problems(_mapping(data.get("dra")), _mapping(pools))
     found += _exemption_problems(_list(data.get("exemptions")))
     return found
@@ -152,6 +153,26 @@ def _rule_problems(
     for rule in _mapping(modes):
         if rule not in known:
             yield (*path, rule), f"unknown rule {rule!r}; rules: {_listing(rule_names)}"
+
+
+def _mutated_template_problems(data: dict[str, Any]) -> Iterator[Found]:
+    """Each kind ``mutateTemplates`` names must be one whose templates are known."""
+    named = data.get("mutateTemplates")
+    if not isinstance(named, list):
+        return
+    kinds = data.get("workloadKinds")
+    custom = (
+        [k.get("kind") for k in kinds if isinstance(k, dict)]
+        if isinstance(kinds, list)
+        else [k.kind for k in default_workload_kinds()]
+    )
+    known = dict.fromkeys((*BUILT_IN_TEMPLATE_KINDS, *(k for k in custom if isinstance(k, str))))
+    for index, kind in enumerate(named):
+        if isinstance(kind, str) and kind not in known:
+            yield (
+                ("mutateTemplates", index),
+                f"unknown kind {kind!r}; kinds with pod templates: {_listing(known)}",
+            )
 
 
 def _workload_kind_problems(kinds: list[Any]) -> Iterator[Found]:

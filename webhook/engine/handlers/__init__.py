@@ -22,7 +22,7 @@ from webhook.engine.handlers.pods import (
 )
 from webhook.engine.handlers.policy_configmap import VALIDATE_POLICY
 from webhook.engine.handlers.registry import HandlerConflict, HandlerRegistry, Routes
-from webhook.engine.handlers.workloads import VALIDATE_WORKLOADS
+from webhook.engine.handlers.workloads import MUTATE_WORKLOADS, VALIDATE_WORKLOADS
 
 __all__ = [
     "HANDLERS",
@@ -38,6 +38,7 @@ HANDLERS = HandlerRegistry(
     (
         MUTATE,
         MUTATE_UNCLASSED,
+        MUTATE_WORKLOADS,
         VALIDATE,
         VALIDATE_UPDATES,
         VALIDATE_UNCLASSED,

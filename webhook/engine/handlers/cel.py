@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from webhook.engine.handlers.template_conditions import workload_condition
 from webhook.engine.handlers.twins import SCHEDULING_FIELDS, gpu_domains
-from webhook.engine.templates import CONTROLLER_KINDS
+from webhook.engine.templates import CONTROLLER_KINDS, mutated_template_kinds
 from webhook.policy.compiled import Policy
 
 __all__ = [
     "SCHEDULING_FIELDS",
     "claim_relevance_condition",
+    "classed_template_condition",
     "env_key_condition",
     "gpu_relevance_condition",
     "scheduling_change_condition",
@@ -59,10 +60,7 @@ def gpu_relevance_condition(policy: Policy, root: str = "object", *, labelled: b
         f"(has({spec}.tolerations) && {spec}.tolerations.exists(t, "
         f"!has(t.key) || t.key == '' || t.key in [{taint_keys}]))"
     )
-    label_check = (
-        f"(has({root}.metadata) && has({root}.metadata.labels) && "
-        f"'{policy.workload_label}' in {root}.metadata.labels)"
-    )
+    label_check = _labelled(policy, root)
     # A pod bound by hand skips the scheduler and so the pools' taints; only the
     # service knows which nodes are GPU nodes, so every such pod is ours to judge. Only
     # at a pod's CREATE: every pod has a node once scheduled, and its later updates
@@ -135,4 +133,19 @@ def workload_relevance_condition(policy: Policy) -> str:
     return workload_condition(
         (*CONTROLLER_KINDS, *policy.workload_kinds),
         lambda template: gpu_relevance_condition(policy, template),
+    )
+
+
+def classed_template_condition(policy: Policy) -> str:
+    """CEL: true for a workload of a kind whose templates are mutated, with a template
+    that carries the workload label; workloads of no class never reach the service
+    (``false`` when the policy mutates no kind)."""
+    kinds = mutated_template_kinds(policy)
+    return workload_condition(kinds, lambda t: _labelled(policy, t)) if kinds else "false"
+
+
+def _labelled(policy: Policy, root: str) -> str:
+    return (
+        f"(has({root}.metadata) && has({root}.metadata.labels) && "
+        f"'{policy.workload_label}' in {root}.metadata.labels)"
     )

@@ -16,17 +16,24 @@ calling the service) it says True, so that the judge sees it and says what is wr
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from webhook.engine.request import AdmissionRequest
-from webhook.engine.templates import CONTROLLER_KINDS, pod_templates, template_kind
+from webhook.engine.templates import (
+    CONTROLLER_KINDS,
+    TemplateKind,
+    mutated_template_kinds,
+    pod_templates,
+    template_kind,
+)
 from webhook.errors import MalformedObject
 from webhook.policy.compiled import Policy
 
 __all__ = [
     "SCHEDULING_FIELDS",
     "claim_relevant",
+    "classed_template",
     "env_key_held",
     "gpu_domains",
     "gpu_relevant",
@@ -155,17 +162,37 @@ def _spec(obj: Any) -> Mapping[str, Any] | None:
 def workload_relevant(policy: Policy, request: AdmissionRequest) -> bool:
     """Twin of ``cel.workload_relevance_condition``: a workload of a kind with pod
     templates, one of which is a pod the policy can have an opinion on."""
+    kinds = (*CONTROLLER_KINDS, *policy.workload_kinds)
+    return _any_template(request, kinds, lambda template: gpu_relevant(policy, template))
+
+
+def classed_template(policy: Policy, request: AdmissionRequest) -> bool:
+    """Twin of ``cel.classed_template_condition``: a workload of a kind whose templates
+    are mutated, with a template that carries the workload label."""
+    label = policy.workload_label
+    return _any_template(
+        request, mutated_template_kinds(policy), lambda template: label in _labels(template)
+    )
+
+
+def _any_template(
+    request: AdmissionRequest,
+    kinds: tuple[TemplateKind, ...],
+    holds: Callable[[Mapping[str, Any]], bool],
+) -> bool:
+    """Whether the object is of one of `kinds` with a pod template `holds` for; True for
+    one whose templates the CEL could not follow either."""
     obj = request.object
     if not isinstance(obj, Mapping):
         return True
-    kind = template_kind(obj, (*CONTROLLER_KINDS, *policy.workload_kinds))
+    kind = template_kind(obj, kinds)
     if kind is None:
         return False
     try:
         templates = pod_templates(obj, kind)
     except MalformedObject:
         return True
-    return any(gpu_relevant(policy, template) for _, template in templates)
+    return any(holds(template) for _, template in templates)
 
 
 def claim_relevant(policy: Policy, request: AdmissionRequest) -> bool:

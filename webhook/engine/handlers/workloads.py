@@ -1,14 +1,19 @@
-"""The webhook of workloads: Deployment ... CronJob, and the policy's kinds (PyTorchJob,
-say), refused at their CREATE and UPDATE when a pod of their templates would be.
+"""The webhooks of workloads: Deployment ... CronJob, and the policy's kinds (PyTorchJob,
+say), refused at their CREATE and UPDATE when a pod of their templates would be; and the
+templates of the policy's ``mutateTemplates`` kinds mutated at their CREATE, so that a
+queue that charges and places a workload by its templates (Kueue) sees the pods that
+will run (``webhook.engine.template_mutation``).
 
-Its condition looks for the pods' GPU markers in the templates
-(``cel.workload_relevance_condition``). Rules for kinds a cluster does not serve are
+The validating one's condition looks for the pods' GPU markers in the templates
+(``cel.workload_relevance_condition``), the mutating one's for a template of a class
+(``cel.classed_template_condition``). Rules for kinds a cluster does not serve are
 accepted by kube-apiserver and simply never match.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from webhook.engine.decision import (
@@ -23,15 +28,17 @@ from webhook.engine.decision import (
 )
 from webhook.engine.dra.claims import ClaimSource
 from webhook.engine.dra.pod_claims import MAX_SOURCES, ClaimObjects, sources_named
-from webhook.engine.handlers.cel import workload_relevance_condition
-from webhook.engine.handlers.declaration import Condition, Handler, ResourceRule, Review
-from webhook.engine.handlers.twins import workload_relevant
+from webhook.engine.handlers.cel import classed_template_condition, workload_relevance_condition
+from webhook.engine.handlers.declaration import Condition, Handler, Judge, ResourceRule, Review
+from webhook.engine.handlers.twins import classed_template, workload_relevant
 from webhook.engine.pod import read_pod
 from webhook.engine.request import AdmissionRequest
+from webhook.engine.template_mutation import mutate_templates
 from webhook.engine.templates import (
     CONTROLLER_KINDS,
     POD,
     TemplateKind,
+    mutated_template_kinds,
     pod_templates,
     template_kind,
 )
@@ -42,7 +49,7 @@ from webhook.policy.compiled import Policy
 if TYPE_CHECKING:
     from webhook.engine.review import Engine
 
-__all__ = ["VALIDATE_WORKLOADS"]
+__all__ = ["MUTATE_WORKLOADS", "VALIDATE_WORKLOADS"]
 
 
 def _kind(engine: Engine, request: AdmissionRequest) -> TemplateKind | None:
@@ -107,19 +114,57 @@ def _workload_name(request: AdmissionRequest) -> str:
     return name if isinstance(name, str) else ""
 
 
+def mutate_workload_create(engine: Engine, review: Review) -> Decision:
+    """Each template of a class given what its pods would get at their CREATE."""
+    request = review.request
+    kind = _kind(engine, request)
+    if kind is None or kind.kind not in engine.policy.mutated_template_kinds:
+        return allow()
+    now = engine.capacity(review.inventory)
+    try:
+        return allow(mutate_templates(engine.policy, request.object, kind, now, review.claims))
+    except MalformedObject as error:
+        return malformed(str(error))
+
+
 def workload_rules(policy: Policy) -> tuple[ResourceRule, ...]:
     """CREATE and UPDATE of the built-in controllers (v1) and the policy's kinds (every
     version), one rule per group and version."""
-    resources: dict[tuple[str, str], list[str]] = {}
-    for kind in CONTROLLER_KINDS:
-        resources.setdefault((kind.group, "v1"), []).append(kind.resource)
-    for kind in policy.workload_kinds:
-        resources.setdefault((kind.group, "*"), []).append(kind.resource)
     judges = {"CREATE": validate_workload, "UPDATE": validate_workload}
+    return _rules((*CONTROLLER_KINDS, *policy.workload_kinds), judges)
+
+
+def mutated_workload_rules(policy: Policy) -> tuple[ResourceRule, ...]:
+    """CREATE of the kinds whose templates the policy mutates."""
+    return _rules(mutated_template_kinds(policy), {"CREATE": mutate_workload_create})
+
+
+def _rules(
+    kinds: tuple[TemplateKind, ...], judges: Mapping[str, Judge]
+) -> tuple[ResourceRule, ...]:
+    """One rule per group and version: v1 of the built-in controllers, every version of
+    the policy's kinds."""
+    resources: dict[tuple[str, str], list[str]] = {}
+    for kind in kinds:
+        version = "v1" if kind in CONTROLLER_KINDS else "*"
+        resources.setdefault((kind.group, version), []).append(kind.resource)
     return tuple(
         ResourceRule(group, (version,), tuple(names), judges, reads=template_claim_sources)
         for (group, version), names in resources.items()
     )
+
+
+MUTATE_WORKLOADS = Handler(
+    "mutate-workloads",
+    mutating=True,
+    rules=mutated_workload_rules,
+    summary=(
+        "Gives the pod templates of a class, at their workload's CREATE, what their pods "
+        "would get at theirs, so that a queue charging and placing the workload by its "
+        "templates (Kueue) sees the pods that will run."
+    ),
+    conditions=(Condition("classed-template", classed_template_condition, classed_template),),
+)
 
 
 VALIDATE_WORKLOADS = Handler(

@@ -1,0 +1,223 @@
+"""Pod templates mutated at their workload's CREATE (webhook/engine/template_mutation.py,
+the `mutate-workloads` handler): a queue that charges and places a workload by its
+templates (Kueue) sees the pods that will run, and each pod made from a mutated template
+gets an empty patch at its own CREATE."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import jsonpatch
+import pytest
+from hypothesis import given
+
+from tests.builders import container, pod_create
+from tests.engine.test_properties import FAST, OVERFLOW_ENGINE, POLICIES, Pod, pods
+from webhook.engine import AdmissionRequest, Decision, Engine
+from webhook.engine.templates import pod_from_template
+from webhook.policy import load_default_policy, load_policy_text
+from webhook.policy.load import default_policy_text
+
+WORKLOAD = "gpu-admission.io/workload"
+ENGINE = Engine(load_default_policy())
+TRAINING_POOL = {
+    "nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "gpu-pool", "operator": "In", "values": ["training"]}]}
+    ]
+}
+
+
+def template(workload: str | None = "training", **spec: Any) -> dict[str, Any]:
+    labels = {WORKLOAD: workload} if workload else {}
+    return {
+        "metadata": {"labels": {"app": "trainer", **labels}},
+        "spec": {"restartPolicy": "Never", "containers": [container()], **spec},
+    }
+
+
+def job(tmpl: dict[str, Any], parallelism: int = 2) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "train", "namespace": "ml"},
+        "spec": {"parallelism": parallelism, "template": tmpl},
+    }
+
+
+def created(obj: dict[str, Any], operation: str = "CREATE", old: Any = None) -> AdmissionRequest:
+    group, _, version = obj["apiVersion"].rpartition("/")
+    return pod_create(
+        obj,
+        operation=operation,
+        group=group,
+        version=version,
+        kind=obj["kind"],
+        resource=obj["kind"].lower() + "s",
+        name=obj["metadata"]["name"],
+        old_object=old,
+    )
+
+
+def mutated(obj: dict[str, Any], engine: Engine = ENGINE) -> dict[str, Any]:
+    decision = engine.mutate(created(obj))
+    assert decision.allowed, decision.message
+    result: dict[str, Any] = jsonpatch.apply_patch(obj, list(decision.patch))
+    return result
+
+
+def pod_patch(tmpl: dict[str, Any], engine: Engine = ENGINE) -> Decision:
+    """The mutation of a pod its controller makes of `tmpl`, at the pod's CREATE."""
+    pod = pod_from_template(tmpl)
+    pod["metadata"] = {**pod["metadata"], "name": "train-0", "namespace": "ml"}
+    return engine.mutate(pod_create(pod))
+
+
+def test_a_training_job_without_gpus_is_charged_the_class_default_in_its_template() -> None:
+    spec = mutated(job(template()))["spec"]["template"]["spec"]
+
+    assert spec["containers"][0]["resources"] == {
+        "limits": {"nvidia.com/gpu": "1"},
+        "requests": {"nvidia.com/gpu": "1"},
+    }
+
+
+def test_the_template_gets_the_pools_affinity_tolerations_and_priority_class_by_name() -> None:
+    spec = mutated(job(template()))["spec"]["template"]["spec"]
+
+    required = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert required == TRAINING_POOL
+    assert spec["tolerations"] == [
+        {"key": "gpu-pool", "operator": "Equal", "value": "training", "effect": "NoSchedule"}
+    ]
+    assert spec["priorityClassName"] == "training-priority"
+    assert "priority" not in spec and "preemptionPolicy" not in spec
+
+
+def test_gpu_limits_alone_get_equal_requests_in_the_template() -> None:
+    tmpl = template(containers=[container(limits={"nvidia.com/gpu": "2"})])
+
+    resources = mutated(job(tmpl))["spec"]["template"]["spec"]["containers"][0]["resources"]
+
+    assert resources == {"limits": {"nvidia.com/gpu": "2"}, "requests": {"nvidia.com/gpu": "2"}}
+
+
+def test_a_pod_made_from_a_mutated_template_gets_an_empty_patch() -> None:
+    tmpl = mutated(job(template()))["spec"]["template"]
+
+    decision = pod_patch(tmpl)
+
+    assert decision.allowed and decision.patch == ()
+
+
+def test_each_template_of_a_workload_is_mutated_at_its_own_path() -> None:
+    pytorch = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "train", "namespace": "ml"},
+        "spec": {
+            "pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, "template": template()},
+                "Worker": {"replicas": 3, "template": template()},
+            }
+        },
+    }
+
+    replicas = mutated(pytorch)["spec"]["pytorchReplicaSpecs"]
+
+    for role in ("Master", "Worker"):
+        assert replicas[role]["template"]["spec"]["priorityClassName"] == "training-priority"
+        assert pod_patch(replicas[role]["template"]).patch == ()
+
+
+def test_a_cron_jobs_job_template_is_mutated() -> None:
+    cron = {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": "nightly", "namespace": "ml"},
+        "spec": {"schedule": "@daily", "jobTemplate": {"spec": {"template": template()}}},
+    }
+
+    spec = mutated(cron)["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+
+    assert spec["tolerations"][0]["value"] == "training"
+
+
+@pytest.mark.parametrize("kind", ["Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"])
+def test_long_running_templates_are_left_to_their_pods_by_default(kind: str) -> None:
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": kind,
+        "metadata": {"name": "chat", "namespace": "ml"},
+        "spec": {"template": template("inference")},
+    }
+
+    assert ENGINE.mutate(created(deployment)).patch == ()
+
+
+def test_the_policy_names_the_kinds_whose_templates_are_mutated() -> None:
+    text = default_policy_text() + "\nmutateTemplates: [Deployment]\n"
+    engine = Engine(load_policy_text(text, "policy.yaml"))
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "chat", "namespace": "ml"},
+        "spec": {"template": template("inference")},
+    }
+
+    assert engine.mutate(created(deployment)).patch != ()
+    assert engine.mutate(created(job(template()))).patch == ()
+
+
+def test_a_template_of_no_class_is_left_as_it_is() -> None:
+    assert ENGINE.mutate(created(job(template(workload=None)))).patch == ()
+
+
+def test_an_update_of_a_workload_is_never_mutated() -> None:
+    before = job(template())
+    suspended = copy.deepcopy(before)
+    suspended["spec"]["suspend"] = True
+
+    assert ENGINE.mutate(created(suspended, "UPDATE", before)).patch == ()
+
+
+def test_a_malformed_template_is_refused_with_its_field() -> None:
+    broken = job({"metadata": {"labels": {WORKLOAD: "training"}}, "spec": {"containers": "x"}})
+
+    decision = ENGINE.mutate(created(broken))
+
+    assert not decision.allowed
+    assert "spec.template.spec.containers" in decision.message
+
+
+def test_the_mutated_template_is_admitted_by_validation() -> None:
+    mutated_job = mutated(job(template()))
+
+    decision = ENGINE.validate(created(mutated_job))
+
+    assert decision.allowed, decision.message
+
+
+@POLICIES
+@FAST
+@given(pod=pods())
+def test_every_pod_made_from_a_mutated_template_gets_an_empty_patch(
+    engine: Engine, pod: Pod
+) -> None:
+    tmpl = {key: pod[key] for key in ("metadata", "spec") if key in pod}
+    before = copy.deepcopy(tmpl)
+    decision = engine.mutate(created(job(tmpl)))
+    assert tmpl == before
+    if not decision.allowed:
+        return  # a template the pod webhook would refuse to read as well
+    mutated_template = jsonpatch.apply_patch(job(tmpl), list(decision.patch))["spec"]["template"]
+
+    again = pod_patch(mutated_template, engine)
+
+    assert again.patch == (), f"the pod was patched again: {again.patch}"
+
+
+def test_the_overflow_policy_mutates_templates_with_its_preferred_pools() -> None:
+    spec = mutated(job(template("inference")), OVERFLOW_ENGINE)["spec"]["template"]["spec"]
+
+    assert "preferredDuringSchedulingIgnoredDuringExecution" in spec["affinity"]["nodeAffinity"]
