@@ -9,6 +9,7 @@ from pathlib import Path
 from webhook.engine.serving import embedded_serving_engine, serving_engine_from_file
 from webhook.errors import PolicyError
 from webhook.install.chart import helm_values
+from webhook.install.kueue import flavors_yaml
 from webhook.install.manifests import (
     SYNC_COMMAND,
     scope_annotation_note,
@@ -16,6 +17,7 @@ from webhook.install.manifests import (
     sync,
     webhooks_yaml,
 )
+from webhook.policy.compiled import Policy
 
 
 def add_manifest_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -52,6 +54,14 @@ def add_manifest_commands(commands: argparse._SubParsersAction[argparse.Argument
     )
     values.add_argument("--policy", type=Path, required=True, help="policy YAML")
     values.set_defaults(run=_helm_values)
+
+    flavors = manifest_commands.add_parser(
+        "kueue-flavors",
+        help="print a Kueue ResourceFlavor per pool of the policy: its nodes' pool label and "
+        "taints (kubectl apply -f -)",
+    )
+    flavors.add_argument("--policy", type=Path, help="policy YAML (default: the embedded one)")
+    flavors.set_defaults(run=_kueue_flavors)
 
 
 def _sync(args: argparse.Namespace) -> int:
@@ -104,7 +114,30 @@ def _helm_values(args: argparse.Namespace) -> int:
     return 0
 
 
+def _kueue_flavors(args: argparse.Namespace) -> int:
+    policy = _policy(args)
+    if policy is None:
+        return 2
+    sys.stdout.write(
+        f"# Rendered by `gpu-admission manifests kueue-flavors` from {policy.source}.\n"
+    )
+    sys.stdout.write(flavors_yaml(policy))
+    return 0
+
+
 def _webhooks(args: argparse.Namespace) -> int:
+    policy = _policy(args)
+    if policy is None:
+        return 2
+    header = f"# Rendered by `gpu-admission manifests webhooks` from {policy.source}.\n"
+    header += scope_annotation_note(policy)
+    sys.stdout.write(webhooks_yaml(policy, header))
+    return 0
+
+
+def _policy(args: argparse.Namespace) -> Policy | None:
+    """The policy of ``--policy`` (the embedded one without it), or None once its error
+    is printed."""
     try:
         engine = (
             embedded_serving_engine()
@@ -113,9 +146,5 @@ def _webhooks(args: argparse.Namespace) -> int:
         )
     except PolicyError as error:
         print(error, file=sys.stderr)
-        return 2
-    policy = engine.policy
-    header = f"# Rendered by `gpu-admission manifests webhooks` from {policy.source}.\n"
-    header += scope_annotation_note(policy)
-    sys.stdout.write(webhooks_yaml(policy, header))
-    return 0
+        return None
+    return engine.policy
