@@ -121,3 +121,25 @@ def test_a_narrowed_audit_names_its_namespaces_and_says_why_the_others_named_wer
         "notAudited": {"b": "no such namespace"},
     }
     assert "named" not in audit_data(outcome())["scope"]
+
+
+FLAVORS = {"training-notaint": ("it selects pool training but its nodeTaints lack the taint",)}
+
+
+def test_kueue_flavors_the_policy_contradicts_are_listed_by_name_with_why() -> None:
+    found = outcome(*FINDINGS)
+    with_flavors = AuditOutcome(
+        found.policy, found.scope, found.summary, found.findings, {}, FLAVORS
+    )
+
+    text = audit_text(with_flavors)
+
+    assert (
+        "\nKUEUE FLAVORS THE POLICY CONTRADICTS (1):\n  ResourceFlavor 'training-notaint': "
+        "it selects pool training but its nodeTaints lack the taint\n"
+    ) in text
+    assert audit_data(with_flavors)["kueueFlavors"] == [
+        {"name": "training-notaint", "contradictions": list(FLAVORS["training-notaint"])}
+    ]
+    assert "KUEUE FLAVORS" not in audit_text(found)
+    assert audit_data(found)["kueueFlavors"] == []

@@ -165,6 +165,7 @@ def _audit(args: argparse.Namespace) -> int:
         summary=run.summary,
         findings=run.findings,
         unlisted=run.unlisted,
+        flavors=run.flavors,
     )
     sys.stdout.write(_render(outcome, args.output, args.only_denied))
     if POD.kind in run.unlisted:

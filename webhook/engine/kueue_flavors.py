@@ -22,9 +22,12 @@ from typing import Any
 from webhook.engine.placement import BLOCKING_EFFECTS, tolerates
 from webhook.policy.compiled import Policy, Pool, Taint
 
-API_VERSION = "kueue.x-k8s.io/v1beta2"
+GROUP = "kueue.x-k8s.io"
+VERSION = "v1beta2"
 """The version of Kueue's API the flavors are written in (v0.17 stores v1beta2)."""
+API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "ResourceFlavor"
+RESOURCE = "resourceflavors"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-admission"}
 
 

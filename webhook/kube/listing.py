@@ -281,6 +281,17 @@ def _listings(
         )
 
 
+def list_cluster_objects(
+    api: Any, group: str, version: str, resource: str
+) -> Iterator[dict[str, Any]]:
+    """Every object of a cluster-scoped ``resource`` of ``group``/``version``, uncapped: for
+    objects that administrators write (Kueue's ResourceFlavors), not tenants. Raises
+    ApiException as the call does."""
+    objects: Any = client.CustomObjectsApi(api)
+    listing = functools.partial(objects.list_cluster_custom_object, group, version, resource)
+    return _objects(listing)
+
+
 def preferred_versions(api: Any) -> dict[str, str]:
     """Each API group the cluster serves -> its preferred version (one call: ``GET /apis``),
     with the built-in groups at ``v1``."""

@@ -65,6 +65,8 @@ class AuditOutcome:
     findings: Sequence[Finding]
     """The findings kept for the report (every one, or the denied ones)."""
     unlisted: Mapping[str, str] = field(default_factory=dict)
+    flavors: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    """Kueue ResourceFlavor -> what it says that the policy contradicts."""
 
 
 def audit_data(outcome: AuditOutcome) -> dict[str, Any]:
@@ -89,6 +91,10 @@ def audit_data(outcome: AuditOutcome) -> dict[str, Any]:
             },
         },
         "unlisted": dict(outcome.unlisted),
+        "kueueFlavors": [
+            {"name": name, "contradictions": [shorten(c, MESSAGE_LIMIT) for c in found]}
+            for name, found in outcome.flavors.items()
+        ],
         "results": [finding_data(f) for f in outcome.findings],
     }
 
@@ -148,6 +154,12 @@ def audit_text(outcome: AuditOutcome, *, only_denied: bool = False) -> str:
         if found:
             lines += ["", f"{verdict.upper()} ({len(found):,}):"]
             lines += [f"  {f.subject.describe}: {_why(f)}" for f in found]
+    if outcome.flavors:
+        lines += ["", f"KUEUE FLAVORS THE POLICY CONTRADICTS ({len(outcome.flavors):,}):"]
+        lines += [
+            f"  ResourceFlavor {name!r}: {shorten('; '.join(found), MESSAGE_LIMIT)}"
+            for name, found in outcome.flavors.items()
+        ]
     for namespace, reason in outcome.scope.not_audited.items():
         lines += ["", f"not audited: namespace {namespace!r}: {reason}"]
     for kind, reason in outcome.unlisted.items():

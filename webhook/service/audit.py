@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.engine import Engine
+from webhook.engine import Engine, kueue_flavors
 from webhook.engine.dra.api import GROUP as DRA_GROUP
 from webhook.engine.dra.api import VERSION as DRA_VERSION
 from webhook.engine.inventory import Inventory
@@ -58,6 +58,7 @@ from webhook.kube.api_errors import (
 from webhook.kube.listing import (
     Listed,
     TooLarge,
+    list_cluster_objects,
     list_kind,
     namespaces_in_scope,
     preferred_versions,
@@ -110,6 +111,9 @@ class AuditRun:
     """Whether the run was stopped before its end (``should_stop``): it judged only part."""
     not_audited: dict[str, str] = field(default_factory=dict)
     """Namespace named (``only``) -> why it was not audited."""
+    flavors: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Kueue ResourceFlavor -> what it says that the policy contradicts (only those that
+    say something; none where Kueue is not installed)."""
 
 
 def never_audited(service_namespace: str | None) -> frozenset[str]:
@@ -207,6 +211,7 @@ def audit_cluster(
     audit = _Audit(api, engine, run, inventory, keep, found, listed, should_stop)
     if audit.list_kinds(listed_in, narrowed=only is not None):
         audit.judge_orphans()
+        audit.judge_flavors()
     return run
 
 
@@ -307,6 +312,21 @@ class _Audit:
                 extra={"kind": kind.kind, "reason": self.run.unlisted[kind.kind]},
             )
         return True
+
+    def judge_flavors(self) -> None:
+        """Kueue's ResourceFlavors held to the policy's pools, where Kueue is installed."""
+        group, resource = kueue_flavors.GROUP, kueue_flavors.RESOURCE
+        version = self.versions.get(group)
+        if version is None:
+            return
+        try:
+            for flavor in list_cluster_objects(self.api, group, version, resource):
+                found = kueue_flavors.flavor_contradictions(self.engine.policy, flavor)
+                if found:
+                    name = str((flavor.get("metadata") or {}).get("name", ""))
+                    self.run.flavors[name] = tuple(found)
+        except ApiException as error:
+            self.run.unlisted[kueue_flavors.KIND] = api_error_message(error)
 
     def judge_orphans(self) -> None:
         for deferred in self.owners.orphans():

@@ -206,6 +206,11 @@ class PeriodicAudit:
                 "unlisted": run.unlisted,
             },
         )
+        for flavor, found in run.flavors.items():
+            log.warning(
+                "a Kueue ResourceFlavor contradicts the policy",
+                extra={"flavor": flavor, "contradictions": list(found)},
+            )
         return run
 
     def _report_publishing(self, publishing: bool) -> None:
