@@ -45,7 +45,7 @@ def admission(
         server.stop()
 
 
-def _namespace_name(request: pytest.FixtureRequest, prefix: str) -> str:
+def namespace_name(request: pytest.FixtureRequest, prefix: str) -> str:
     test = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")
     return f"{prefix}-{test}"[:63].rstrip("-")
 
@@ -54,7 +54,7 @@ def _namespace_name(request: pytest.FixtureRequest, prefix: str) -> str:
 def opted_in(
     controlplane: ControlPlane, admission: WebhookServer, request: pytest.FixtureRequest
 ) -> Iterator[str]:
-    name = controlplane.create_namespace(_namespace_name(request, "in"), OPT_IN)
+    name = controlplane.create_namespace(namespace_name(request, "in"), OPT_IN)
     try:
         yield name
     finally:
@@ -65,7 +65,7 @@ def opted_in(
 def plain_namespace(
     controlplane: ControlPlane, admission: WebhookServer, request: pytest.FixtureRequest
 ) -> Iterator[str]:
-    name = controlplane.create_namespace(_namespace_name(request, "out"))
+    name = controlplane.create_namespace(namespace_name(request, "out"))
     try:
         yield name
     finally:

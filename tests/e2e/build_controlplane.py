@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 MODULE_DIR = Path(__file__).resolve().parent / "controlplane"
 HELM_MODULE_DIR = Path(__file__).resolve().parent / "helm"
+KUEUE_MODULE_DIR = Path(__file__).resolve().parent / "kueue"
 NODE_MODULE_DIR = Path(__file__).resolve().parent / "node"
 CONTAINERD_MODULE = "github.com/containerd/containerd/v2"
 CNI_PLUGINS_MODULE = "github.com/containernetworking/plugins"
@@ -41,6 +42,7 @@ ORACLE_MODULE_DIR = Path(__file__).resolve().parents[1] / "differential" / "orac
 MATCHING_MODULE_DIR = Path(__file__).resolve().parents[1] / "differential" / "matching"
 ORACLE_SOURCES = ("go.mod", "go.sum", "main.go")
 HELM_MODULE = "helm.sh/helm/v4"
+KUEUE_MODULE = "sigs.k8s.io/kueue"
 
 # How often a build that is still running says so: a cold kube-apiserver build
 # takes many minutes on two cores and silence looks like a hang.
@@ -77,7 +79,8 @@ def _cni_plugin(name: str, group: str) -> Binary:
 
 # etcd first: it is the quickest and proves the toolchain works before the
 # long Kubernetes builds start. helm, then the real node's parts (kubelet,
-# kube-proxy, containerd, the CNI plugins) last: only the chart's tests need them.
+# kube-proxy, containerd, the CNI plugins): only the chart's tests need them. Kueue's
+# manager last: only the Kueue tests need it.
 BINARIES: tuple[Binary, ...] = (
     Binary("etcd", "go.etcd.io/etcd/server/v3", 1.5),
     Binary("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver", 9),
@@ -107,6 +110,7 @@ BINARIES: tuple[Binary, ...] = (
     _cni_plugin("loopback", "main"),
     _cni_plugin("host-local", "ipam"),
     _cni_plugin("portmap", "meta"),
+    Binary("kueue", f"{KUEUE_MODULE}/cmd/kueue", 4, KUEUE_MODULE_DIR, KUEUE_MODULE),
 )
 
 

@@ -203,6 +203,8 @@ def audit_cluster(
     listed by its namespaced calls (with `all_namespaces` too): nothing is asked of the
     others. Each named one out of scope is left in ``not_audited`` with the reason."""
     run = _run_of(api, engine, all_namespaces, service_namespace, only)
+    run.flavors, unlisted = judge_flavors(api, engine)
+    run.unlisted.update(unlisted)
     if not run.namespaces:
         return run
     if inventory is None:
@@ -211,8 +213,26 @@ def audit_cluster(
     audit = _Audit(api, engine, run, inventory, keep, found, listed, should_stop)
     if audit.list_kinds(listed_in, narrowed=only is not None):
         audit.judge_orphans()
-        audit.judge_flavors()
     return run
+
+
+def judge_flavors(api: Any, engine: Engine) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
+    """Kueue's ResourceFlavors held to the policy's pools, where Kueue is installed: each
+    that says something the policy contradicts, with what; and why they could not be
+    listed, if so. Cluster-scoped, so judged whatever namespaces the run covers."""
+    group, resource = kueue_flavors.GROUP, kueue_flavors.RESOURCE
+    version = preferred_versions(api).get(group)
+    found: dict[str, tuple[str, ...]] = {}
+    if version is None:
+        return found, {}
+    try:
+        for flavor in list_cluster_objects(api, group, version, resource):
+            contradictions = kueue_flavors.flavor_contradictions(engine.policy, flavor)
+            if contradictions:
+                found[str((flavor.get("metadata") or {}).get("name", ""))] = tuple(contradictions)
+    except ApiException as error:
+        return found, {kueue_flavors.KIND: api_error_message(error)}
+    return found, {}
 
 
 def _run_of(
@@ -312,21 +332,6 @@ class _Audit:
                 extra={"kind": kind.kind, "reason": self.run.unlisted[kind.kind]},
             )
         return True
-
-    def judge_flavors(self) -> None:
-        """Kueue's ResourceFlavors held to the policy's pools, where Kueue is installed."""
-        group, resource = kueue_flavors.GROUP, kueue_flavors.RESOURCE
-        version = self.versions.get(group)
-        if version is None:
-            return
-        try:
-            for flavor in list_cluster_objects(self.api, group, version, resource):
-                found = kueue_flavors.flavor_contradictions(self.engine.policy, flavor)
-                if found:
-                    name = str((flavor.get("metadata") or {}).get("name", ""))
-                    self.run.flavors[name] = tuple(found)
-        except ApiException as error:
-            self.run.unlisted[kueue_flavors.KIND] = api_error_message(error)
 
     def judge_orphans(self) -> None:
         for deferred in self.owners.orphans():
