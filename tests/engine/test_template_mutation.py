@@ -15,7 +15,7 @@ from hypothesis import given
 from tests.builders import container, pod_create
 from tests.engine.test_properties import FAST, OVERFLOW_ENGINE, POLICIES, Pod, pods
 from webhook.engine import AdmissionRequest, Decision, Engine
-from webhook.engine.templates import pod_from_template
+from webhook.engine.templates import pod_from_template, pod_templates
 from webhook.policy import load_default_policy, load_policy_text
 from webhook.policy.load import default_policy_text
 
@@ -221,3 +221,38 @@ def test_the_overflow_policy_mutates_templates_with_its_preferred_pools() -> Non
     spec = mutated(job(template("inference")), OVERFLOW_ENGINE)["spec"]["template"]["spec"]
 
     assert "preferredDuringSchedulingIgnoredDuringExecution" in spec["affinity"]["nodeAffinity"]
+
+
+def holding(paths: tuple[str, ...], tmpl: dict[str, Any]) -> dict[str, Any]:
+    """An object with `tmpl` at each of `paths`, a `*` standing for a list of one."""
+    obj: dict[str, Any] = {}
+    for path in paths:
+        here: Any = obj
+        tokens = path.split("/")[1:]
+        for token, after in zip(tokens, [*tokens[1:], None], strict=True):
+            if token == "*":
+                here = here[0]
+                continue
+            fresh: Any = copy.deepcopy(tmpl) if after is None else [{}] if after == "*" else {}
+            here = here.setdefault(token, fresh)
+    return obj
+
+
+@pytest.mark.parametrize("kind", load_default_policy().workload_kinds, ids=lambda k: k.kind)
+def test_every_template_of_each_ml_kind_is_mutated_and_its_pods_get_an_empty_patch(
+    kind: Any,
+) -> None:
+    obj = holding(kind.paths, template())
+    obj |= {
+        "apiVersion": f"{kind.group}/v1",
+        "kind": kind.kind,
+        "metadata": {"name": "train", "namespace": "ml"},
+    }
+
+    after = mutated(obj)
+
+    templates = pod_templates(after, kind)
+    assert len(templates) == len(kind.paths)
+    for _, mutated_template in templates:
+        assert mutated_template["spec"]["priorityClassName"] == "training-priority"
+        assert pod_patch(mutated_template).patch == ()
