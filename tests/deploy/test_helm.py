@@ -309,7 +309,7 @@ def test_scope_sets_every_webhooks_namespace_selector_and_always_excludes_its_ow
 def test_a_url_replaces_the_service_in_every_webhook(helm: Path) -> None:
     hooks = webhooks(template(helm, "--set", "webhooks.url=https://10.1.2.3:9443/"))
 
-    assert len(hooks) == len(HANDLERS)
+    assert len(hooks) == len(HANDLERS.installed())
     for name, hook in hooks.items():
         assert "service" not in hook["clientConfig"]
         path = HANDLERS.named(name.split(".")[0]).path

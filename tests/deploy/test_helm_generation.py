@@ -61,7 +61,7 @@ def test_the_scope_values_decide_only_the_selectors_that_are_the_opt_in_scope(
 
     assert "kubernetes.io/metadata.name: {{ .Release.Namespace }}\n" in text
     assert RELEASE_NAMESPACE not in text
-    opted_in = [h for h in HANDLERS if h.namespaces == OPTED_IN]
+    opted_in = [h for h in HANDLERS if h.namespaces == OPTED_IN and not h.retired]
     assert text.count('include "gpu-admission.namespaceSelector"') == len(opted_in)
     assert '(list . "validate-extra" 5)' in text
 

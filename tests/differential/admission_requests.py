@@ -239,6 +239,40 @@ def claim_requests(draw: Any, policy: Policy) -> Json:
     return _review(obj, kind=kind, **fields)
 
 
+CONSUMERS = (
+    {"resource": "pods", "name": "server", "uid": "u1"},
+    {"resource": "pods", "name": "server", "uid": "u2"},
+    {"resource": "pods", "name": "worker", "uid": "u3"},
+    {"apiGroup": "example.com", "resource": "jobs", "name": "server", "uid": "u4"},
+)
+
+
+@st.composite
+def claim_status_requests(draw: Any, policy: Policy) -> Json:
+    """A claim's status written: reserved for consumers (pods or others) before and after,
+    with or without an allocation (kube-scheduler's, a driver's, a release)."""
+    spec = {"devices": {"requests": [draw(device_requests(policy))]}}
+    claim: Json = {
+        "apiVersion": f"{DRA_GROUP}/{DRA_VERSION}",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "c", "namespace": "ml"},
+        "spec": spec,
+    }
+    old, new = copy.deepcopy(claim), copy.deepcopy(claim)
+    for obj in (old, new):
+        reserved = draw(st.lists(st.sampled_from(CONSUMERS), max_size=2, unique_by=str))
+        status: Json = {"allocation": {"devices": {"results": []}}} if draw(st.booleans()) else {}
+        if reserved:
+            status["reservedFor"] = reserved
+        if status:
+            obj["status"] = status
+    fields = {"group": DRA_GROUP, "version": DRA_VERSION, "resource": "resourceclaims"}
+    return _review(
+        new, kind="ResourceClaim", operation="UPDATE", old_object=old, sub_resource="status",
+        name="c", **fields,
+    )  # fmt: skip
+
+
 @st.composite
 def key_holder_requests(draw: Any, policy: Policy) -> Json:
     names = (*sorted(policy.requested_device_env), *OTHER_ENV, "config.yaml")
@@ -260,5 +294,6 @@ def admission_requests(policy: Policy) -> Strategy[Json]:
         pod_requests(policy),
         workload_requests(policy),
         claim_requests(policy),
+        claim_status_requests(policy),
         key_holder_requests(policy),
     )

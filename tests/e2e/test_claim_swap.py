@@ -3,11 +3,12 @@
 A tenant limited by RBAC to one opted-in namespace (pods, and ResourceClaims: create,
 get, delete) creates a shared ResourceClaim of one GPU and a gated inference pod using
 it, both admitted. Then it deletes the claim, creates it again under its name asking for
-nothing, and lifts the gate. The real kube-scheduler allocates the empty claim and binds
-the pod; the binding goes through gpu-admission (``webhook.engine.binding``), which reads
-the pod and the claim as they are and refuses it, so the pod never lands at its class's
-priority without a GPU, and the scheduler says why in its event. The same pod whose claim
-was left alone is bound as before.
+nothing, and lifts the gate. The real kube-scheduler allocates the empty claim and
+reserves it for the pod before binding it; the reservation goes through gpu-admission
+(``webhook.engine.handlers.reservations``), which reads the pod and judges it with the
+claim as allocated and refuses it, so the pod is never bound at its class's priority
+without a GPU, and the scheduler says why in its event. The same pod whose claim was
+left alone is bound as before.
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def tenant_namespace(controlplane: ControlPlane, opted_in: str) -> str:
 
 @pytest.mark.usefixtures("mixed_cluster")
 class TestAClaimMadeAgainAfterThePodsCreate:
-    def test_the_binding_is_refused_and_the_pod_waits_unbound_saying_why(
+    def test_the_reservation_is_refused_and_the_pod_waits_unbound_saying_why(
         self, controlplane: ControlPlane, tenant_namespace: str
     ) -> None:
         namespace = tenant_namespace
@@ -118,16 +119,16 @@ class TestAClaimMadeAgainAfterThePodsCreate:
         event = controlplane.wait_for_event(namespace, "swap", "FailedScheduling", timeout=60)
         controlplane.wait_for(
             lambda: any(
-                "denied binding of pod" in e.get("message", "")
+                "denied reservation of claim" in e.get("message", "")
                 for e in controlplane.events_for(namespace, "swap")
             ),
             60,
-            "the scheduler's event of the refused binding",
+            "the scheduler's event of the refused reservation",
         )
         messages = " | ".join(
             e.get("message", "") for e in controlplane.events_for(namespace, "swap")
         )
-        assert "validate-bindings.gpu-admission.io" in messages, event
+        assert "validate-reservations.gpu-admission.io" in messages, event
         assert "inference pod requests no GPU" in messages
         assert not controlplane.get_json("pod", "swap", namespace)["spec"].get("nodeName")
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
+import signal
 import socket
 import ssl
 import sys
@@ -120,6 +122,20 @@ class WebhookServer:
         finally:
             self.start(None)
             self.register(cluster)
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[WebhookServer]:
+        """The process stopped (SIGSTOP) and then continued: its connections stay open and
+        nothing answers, so kube-apiserver waits out each call's timeout, the worst
+        outage there is."""
+        pid = self._component.pid if self._component is not None else None
+        if pid is None:
+            raise RuntimeError("gpu-admission is not running")
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield self
+        finally:
+            os.kill(pid, signal.SIGCONT)
 
     def stop(self) -> None:
         if self._component is not None:

@@ -42,7 +42,7 @@ def test_every_webhook_has_a_route_at_its_path(client: TestClient) -> None:
     paths = {getattr(route, "path", None) for route in client.app.router.routes}  # type: ignore[attr-defined]
 
     assert {handler.path for handler in HANDLERS} <= paths
-    assert len(HANDLERS) == 12
+    assert len(HANDLERS) == 13
 
 
 def test_a_training_jobs_template_is_mutated_at_mutate_workloads(

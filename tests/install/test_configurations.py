@@ -271,7 +271,7 @@ def test_every_webhook_that_guards_pods_fails_closed_the_others_open(rendered: A
         "validate-workloads.gpu-admission.io": "Fail",
         "warn-autoscalers.gpu-admission.io": "Ignore",
         "validate-claims.gpu-admission.io": "Fail",
-        "validate-bindings.gpu-admission.io": "Fail",
+        "validate-reservations.gpu-admission.io": "Fail",
         "validate-env-keys.gpu-admission.io": "Fail",
         "validate-policy.gpu-admission.io": "Ignore",
     }
@@ -295,26 +295,28 @@ def test_gpu_claims_have_a_validating_webhook_at_their_create_only(rendered: Any
     assert "'gpu.nvidia.com', 'mig.nvidia.com'" in condition["expression"]
 
 
-def test_pod_bindings_have_a_validating_webhook_that_sends_every_one_in_scope(
+def test_claims_reserved_for_pods_have_a_validating_webhook_and_bindings_none(
     rendered: Any,
 ) -> None:
-    """A Binding carries nothing of its pod to select or match on."""
-    pods, *_, bindings, _, _ = rendered[1]["webhooks"]
+    """A Binding carries nothing of its pod to select on, so its webhook would hold every
+    pod of an opted-in namespace; the claim's reservation is met only by pods with claims."""
+    pods, *_, reservations, _, _ = rendered[1]["webhooks"]
+    names = [hook["name"] for configuration in rendered for hook in configuration["webhooks"]]
 
-    assert bindings["name"] == "validate-bindings.gpu-admission.io"
-    assert bindings["rules"] == [
+    assert reservations["name"] == "validate-reservations.gpu-admission.io"
+    assert reservations["rules"] == [
         {
-            "operations": ["CREATE"],
-            "apiGroups": [""],
+            "operations": ["UPDATE"],
+            "apiGroups": ["resource.k8s.io"],
             "apiVersions": ["v1"],
-            "resources": ["pods/binding"],
+            "resources": ["resourceclaims/status"],
             "scope": "Namespaced",
         }
     ]
-    assert bindings["namespaceSelector"] == pods["namespaceSelector"]
-    assert "objectSelector" not in bindings
-    assert "matchConditions" not in bindings
-    assert bindings["clientConfig"]["url"].endswith("/validate-bindings")
+    assert reservations["namespaceSelector"] == pods["namespaceSelector"]
+    assert [c["name"] for c in reservations["matchConditions"]] == ["reserves-a-pod"]
+    assert reservations["failurePolicy"] == "Fail"
+    assert "validate-bindings.gpu-admission.io" not in names
 
 
 class TestThePolicyConfigMapWebhook:

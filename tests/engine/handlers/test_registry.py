@@ -35,7 +35,7 @@ def routes(policy: Policy) -> Routes:
 
 def test_every_webhook_has_a_name_and_a_path_of_its_own(policy: Policy) -> None:
     names = [handler.name for handler in HANDLERS]
-    assert len(set(names)) == len(names) == 12
+    assert len(set(names)) == len(names) == 13
     assert {h.path for h in HANDLERS} == {f"/{name}" for name in names}
     assert all(h.webhook_name == f"{h.name}.gpu-admission.io" for h in HANDLERS)
     assert [h.name for h in HANDLERS][:2] == ["mutate", "mutate-unclassed"]

@@ -22,6 +22,7 @@ from webhook.engine.handlers.pods import (
 )
 from webhook.engine.handlers.policy_configmap import VALIDATE_POLICY
 from webhook.engine.handlers.registry import HandlerConflict, HandlerRegistry, Routes
+from webhook.engine.handlers.reservations import VALIDATE_RESERVATIONS
 from webhook.engine.handlers.workloads import MUTATE_WORKLOADS, VALIDATE_WORKLOADS
 
 __all__ = [
@@ -45,6 +46,7 @@ HANDLERS = HandlerRegistry(
         VALIDATE_WORKLOADS,
         WARN_AUTOSCALERS,
         VALIDATE_CLAIMS,
+        VALIDATE_RESERVATIONS,
         VALIDATE_BINDINGS,
         VALIDATE_ENV_KEYS,
         VALIDATE_POLICY,

@@ -1,12 +1,14 @@
-"""The webhook of pods' bindings (``pods/binding``, kube-scheduler's last write before a
-kubelet runs the pod): the pod read and judged again against its ResourceClaims as the
-scheduler allocated them (``webhook.engine.binding``), since a claim can be deleted and
-made again under its name until then.
+"""The retired webhook of pods' bindings (``pods/binding``, kube-scheduler's last write
+before a kubelet runs the pod): the pod read and judged again against its ResourceClaims
+as the scheduler allocated them (``webhook.engine.binding``), since a claim can be
+deleted and made again under its name until then.
 
 A Binding carries no labels nor anything of the pod, so every binding of an opted-in
-namespace is sent (no selector, no condition), and, failing closed, a stopped service
-holds the scheduling of that namespace's pods until it is back (they wait in the
-scheduler's queue, none is lost).
+namespace was sent, and, failing closed, a stopped service held the scheduling of every
+pod of those namespaces, claims or none. The reservations' webhook
+(``reservations.VALIDATE_RESERVATIONS``) holds the same line where only pods with claims
+meet it; this one is no longer installed, and still answers the configurations of a
+release before until they are replaced.
 """
 
 from __future__ import annotations
@@ -103,6 +105,7 @@ VALIDATE_BINDINGS = Handler(
             reads_afresh=True,
         )
     ),
-    summary="Judges a pod again at its binding, against its claims as the scheduler "
-    "allocated them.",
+    summary="Judged a pod again at its binding, against its claims as the scheduler "
+    "allocated them (retired for validate-reservations).",
+    retired=True,
 )

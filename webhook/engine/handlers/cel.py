@@ -21,6 +21,7 @@ __all__ = [
     "classed_template_condition",
     "env_key_condition",
     "gpu_relevance_condition",
+    "pod_reservation_condition",
     "scheduling_change_condition",
     "workload_relevance_condition",
 ]
@@ -149,3 +150,15 @@ def _labelled(policy: Policy, root: str) -> str:
         f"(has({root}.metadata) && has({root}.metadata.labels) && "
         f"'{policy.workload_label}' in {root}.metadata.labels)"
     )
+
+
+def pod_reservation_condition(policy: Policy) -> str:
+    """CEL: true for a claim's status update that reserves it for a pod it was not reserved
+    for (kube-scheduler's, with the allocation, just before it binds the pod); every other
+    status update (a driver's device status, a release) never reaches the service."""
+    reserved = "has(object.status) && has(object.status.reservedFor)"
+    before = (
+        "has(oldObject.status) && has(oldObject.status.reservedFor) && "
+        "oldObject.status.reservedFor.exists(o, o.uid == r.uid)"
+    )
+    return f"{reserved} && object.status.reservedFor.exists(r, r.resource == 'pods' && !({before}))"

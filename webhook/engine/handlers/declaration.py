@@ -16,7 +16,9 @@ are all made from it, so none of them can disagree with another:
 - ``conditions``: its matchConditions, the CEL of each made from the policy, and the
   Python twin of each (``Handler.sends``), held to the CEL by kube-apiserver's own;
 - ``failure_policy``, ``namespaces``: ``Fail`` or ``Ignore``; the opted-in namespaces or
-  the service's own.
+  the service's own;
+- ``retired``: a webhook no longer installed, still answered at its path for the
+  configurations installed before (an upgrade rolls the replicas before them).
 
 A judge is one call: the engine and a ``Review`` (the request and what was read for it)
 in, a ``Decision`` out. It never asks which webhook it was called for: a route knows its
@@ -202,6 +204,9 @@ class Handler:
     namespaces: str = OPTED_IN
     reads_scale_target: bool = False
     """Whether a review waits for the workload an autoscaler targets to be read."""
+    retired: bool = False
+    """No longer in the configurations nor the scope checks; still routed and judged, for
+    the configurations of a release before until they are replaced."""
 
     @property
     def webhook_name(self) -> str:

@@ -54,14 +54,25 @@ class HandlerRegistry:
         return self._by_name[name]
 
     def mutating(self) -> tuple[Handler, ...]:
-        return tuple(h for h in self._handlers if h.mutating)
+        """The mutating webhooks installed (not ``retired``), in order."""
+        return tuple(h for h in self._handlers if h.mutating and not h.retired)
 
     def validating(self) -> tuple[Handler, ...]:
-        return tuple(h for h in self._handlers if not h.mutating)
+        """The validating webhooks installed (not ``retired``), in order."""
+        return tuple(h for h in self._handlers if not h.mutating and not h.retired)
+
+    def installed(self) -> tuple[Handler, ...]:
+        """The webhooks of the configurations, mutating then validating: every one but the
+        ``retired``."""
+        return (*self.mutating(), *self.validating())
 
     def with_handler(self, handler: Handler) -> HandlerRegistry:
         """This registry and ``handler`` after the others of its side."""
-        return HandlerRegistry((*self.mutating(), *self.validating(), handler))
+        sides = (
+            tuple(h for h in self._handlers if h.mutating),
+            tuple(h for h in self._handlers if not h.mutating),
+        )
+        return HandlerRegistry((*sides[0], *sides[1], handler))
 
     def routes(self, policy: Policy) -> Routes:
         return Routes.of(self, policy)

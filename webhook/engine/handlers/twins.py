@@ -38,6 +38,8 @@ __all__ = [
     "gpu_domains",
     "gpu_relevant",
     "gpu_relevant_pod",
+    "newly_reserved_pods",
+    "reserves_a_pod",
     "scheduling_changed",
     "workload_relevant",
 ]
@@ -229,3 +231,32 @@ def env_key_held(policy: Policy, request: AdmissionRequest) -> bool:
         if isinstance(keys, Mapping) and any(key in names for key in keys):
             return True
     return False
+
+
+def newly_reserved_pods(request: AdmissionRequest) -> list[tuple[str, str]]:
+    """(name, uid) of each pod the claim under review is reserved for now and was not
+    before, in order; raises TypeError or AttributeError for a shape the CEL could not
+    read either."""
+    before = {r.get("uid") for r in _reserved_for(request.old_object)}
+    return [
+        (r.get("name"), r.get("uid"))
+        for r in _reserved_for(request.object)
+        if r.get("resource") == "pods" and r.get("uid") not in before
+    ]
+
+
+def _reserved_for(obj: Any) -> list[Any]:
+    status = obj.get("status") if isinstance(obj, Mapping) else None
+    if status is None:
+        return []
+    reserved = status.get("reservedFor")
+    return [] if reserved is None else list(reserved)
+
+
+def reserves_a_pod(policy: Policy, request: AdmissionRequest) -> bool:
+    """Twin of ``cel.pod_reservation_condition``: a status update reserving the claim for a
+    pod it was not reserved for."""
+    try:
+        return bool(newly_reserved_pods(request))
+    except (AttributeError, TypeError):
+        return True
