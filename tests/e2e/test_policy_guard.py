@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from webhook.install.configurations import POLICY_WEBHOOK
-from webhook.install.names import NAMESPACE, POLICY_CONFIGMAP
+from webhook.install.names import NAMESPACE, POLICY_CONFIGMAP, WEBHOOK_CONFIGURATION
 from webhook.policy.load import default_policy_text
 
 from .controlplane import ControlPlane
+from .waiting import wait_for
 from .webhook_server import WebhookServer
 
 SIX_GPU_TRAINING_POD = """
@@ -141,3 +142,39 @@ def test_with_the_service_stopped_a_repair_can_still_be_applied(
     assert repaired.returncode == 0, repaired.stderr
     stored = controlplane.get_json("configmap", POLICY_CONFIGMAP, install_namespace)
     assert stored["data"]["policy.yaml"] == default_policy_text()
+
+
+def test_a_valid_edit_applied_right_after_install_is_admitted(
+    controlplane: ControlPlane, admission: WebhookServer, install_namespace: str
+) -> None:
+    """A replica started before the webhook configurations were applied read none; the
+    configurations applied, a valid edit at once is admitted, not refused for
+    configurations 'not installed' that are there (they are read again before a refusal)."""
+    for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+        controlplane.delete(kind, [WEBHOOK_CONFIGURATION])
+    try:
+        admission.start(None, kubeconfig=controlplane.kubeconfig)
+        wait_for(
+            lambda: "not installed" in _scope_detail(admission) or None,
+            60,
+            "the replica to read no configurations",
+            describe_last=admission.log,
+        )
+        admission.register(controlplane.kubeconfig)
+
+        def guarded() -> str | None:  # kube-apiserver calls the policy's webhook now
+            refused = controlplane.apply(policy_configmap(TWO_TYPOS), check=False)
+            return refused.stderr if POLICY_WEBHOOK in refused.stderr else None
+
+        wait_for(guarded, 30, "kube-apiserver to call the policy ConfigMap's webhook")
+        edit = controlplane.apply(policy_configmap(FOUR_GPU_TRAINING_NODES), check=False)
+    finally:
+        admission.start(None)
+        admission.register(controlplane.kubeconfig)
+
+    assert edit.returncode == 0, edit.stderr
+
+
+def _scope_detail(admission: WebhookServer) -> str:
+    checks = admission.readiness().get("checks", {})
+    return str(checks.get("webhook-configurations", {}).get("detail", ""))

@@ -232,6 +232,20 @@ def test_the_judge_of_a_replica_holds_what_it_last_read_and_keeps_it_past_a_fail
     assert scope.judge().live == read.live
 
 
+def test_the_fresh_judge_reads_the_configurations_applied_since_the_last_read() -> None:
+    """A replica started before the configurations were applied read none; asked before a
+    refusal, it reads them again, however recent its last read."""
+    cluster = Cluster((None, None))
+    scope = scope_of(cluster, DEFAULT, Metrics(), ManualClock(1000.0))
+    scope.compare_once()
+    assert scope.judge().verdict("gpu-admission/p", DEFAULT, None)  # "not installed"
+
+    cluster.configurations = installed(DEFAULT)
+
+    assert scope.fresh_judge().verdict("gpu-admission/p", DEFAULT, None) is None
+    assert scope.judge().verdict("gpu-admission/p", DEFAULT, None) is None
+
+
 def test_a_judge_travels_to_the_review_worker() -> None:
     check = ScopeCheck(live())
     copied = pickle.loads(pickle.dumps(check))

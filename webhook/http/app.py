@@ -113,6 +113,7 @@ def create_app(
     body_share_per_source: int | None = None,
     scope_judge: CurrentScopeJudge | None = None,
     handlers: HandlerRegistry = HANDLERS,
+    fresh_scope_judge: CurrentScopeJudge | None = None,
 ) -> FastAPI:
     """`engine` returns the engine to use for one review (it may change on policy reload).
 
@@ -126,8 +127,9 @@ def create_app(
     `body_share_per_source` is the most one source address holds of the large-body
     budget (half of it unless given); `scope_judge` gives the judge of a policy
     ConfigMap's webhook scope, holding the live configurations as last read (without it,
-    no policy's scope is judged); `handlers` are the webhooks routed, those of the
-    engines `engine` returns.
+    no policy's scope is judged), and `fresh_scope_judge` the one of the configurations
+    read again, asked before a policy is refused for its scope; `handlers` are the
+    webhooks routed, those of the engines `engine` returns.
     """
     app = FastAPI(
         title="gpu-admission",
@@ -153,7 +155,7 @@ def create_app(
     app.state.metrics = counted
     app.state.body_budget = answerer.limits.budget
 
-    policy_route = PolicyRoute(answerer.limits, counted, worker, scope_judge)
+    policy_route = PolicyRoute(answerer.limits, counted, worker, scope_judge, fresh_scope_judge)
     _add_review_routes(app, handlers, answerer, counted, policy_route)
     _add_probes(app, probes)
     return app

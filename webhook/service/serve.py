@@ -305,6 +305,7 @@ def _admission_app(
         claims=None if inventory is None else inventory.claims,
         # Without a client of the cluster, a policy's scope is admitted not compared.
         scope_judge=functools.partial(ScopeCheck, None) if scope is None else scope.judge,
+        fresh_scope_judge=None if scope is None else scope.fresh_judge,
     )
 
 

@@ -20,9 +20,12 @@ action that needs no replica down. A read that fails (no RBAC rule yet, the
 API unreachable) is shown, and the last comparison stands.
 
 The webhooks last read are kept for the policy ConfigMap's webhook (``judge``: a
-``ScopeCheck``), which refuses an edit of the policy that needs another scope
+``ScopeCheck``), which judges an edit of the policy that needs another scope
 (``webhook.http.policy.verdict``) without waiting on the API in the review: what it
-compares with is at most ``interval`` old, or a policy reload's.
+compares with is at most ``interval`` old, or a policy reload's. Before it refuses one,
+it asks ``fresh_judge``, which reads the configurations again: a replica that started
+before the configurations were applied never refuses a policy for configurations that
+are there.
 """
 
 from __future__ import annotations
@@ -181,6 +184,14 @@ class WebhookScope:
         """The judge of a policy's scope against the configurations as last read (a failed
         read since leaves them), which are unknown before the first read that worked."""
         return ScopeCheck(self._live)
+
+    def fresh_judge(self) -> ScopeCheck:
+        """The judge of a policy's scope against the configurations read again now; waits on
+        the API (the policy ConfigMap's webhook asks it only before a refusal, and a
+        configuration applied a second ago must count). A failed read leaves the last that
+        worked."""
+        self.compare_once()
+        return self.judge()
 
     def _report(self, differences: tuple[ScopeDifference, ...]) -> None:
         before = None if self._last is None else self._last.differences

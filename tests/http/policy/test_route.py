@@ -409,6 +409,42 @@ def test_a_verdict_is_kept_for_the_live_configurations_it_was_given(engine: Engi
     assert (refused["allowed"], admitted["allowed"]) == (False, True)
 
 
+def test_a_refusal_is_asked_again_of_the_configurations_read_afresh(engine: Engine) -> None:
+    """A replica that read no configurations, just before they were applied with the
+    policy, reads them again before it refuses the policy for them."""
+    stale, fresh = ScopeCheck(LiveWebhooks.read(None, None)), ScopeCheck(live(RENAMED))
+    reads: list[str] = []
+
+    def read_again() -> ScopeCheck:
+        reads.append("read")
+        return fresh
+
+    client = TestClient(
+        create_app(lambda: engine, scope_judge=lambda: stale, fresh_scope_judge=read_again)
+    )
+
+    admitted = response_of(client.post(PATH, json=policy_review(RENAMED)))
+    served = response_of(client.post(PATH, json=policy_review(default_policy_text())))
+
+    assert admitted == {"uid": "cm-uid", "allowed": True}
+    assert served["allowed"] is False  # the live ones are RENAMED's now
+    assert reads == ["read", "read"]
+
+
+def test_a_policy_the_fresh_configurations_still_refuse_is_refused(engine: Engine) -> None:
+    client = TestClient(
+        create_app(
+            lambda: engine,
+            scope_judge=lambda: ScopeCheck(live()),
+            fresh_scope_judge=lambda: ScopeCheck(live()),
+        )
+    )
+
+    refused = response_of(client.post(PATH, json=policy_review(RENAMED)))
+
+    assert refused["allowed"] is False and refused["status"]["message"].endswith(FIX)
+
+
 def test_the_scope_is_judged_in_the_review_worker_with_the_same_verdicts(
     engine: Engine, worker: ReviewWorker
 ) -> None:

@@ -14,7 +14,10 @@ holds the event loop's GIL while pods wait, and in a thread otherwise.
 The policy's webhook scope is judged by what ``scope`` gives for each review: a judge
 holding the live configurations as the replica last read them
 (``webhook.service.webhook_scope`` reads them in a thread of its own, so that a review
-never waits on the API); see ``webhook.http.policy.verdict``.
+never waits on the API); see ``webhook.http.policy.verdict``. A policy that view would
+refuse is judged again by what ``fresh`` gives, the configurations read again: no refusal
+rests on an old view (of before the configurations applied a moment ago with the policy,
+say), and only a refusal waits on the API.
 
 Refusals say when to try again (Retry-After): 429 for a source with as many policies
 waiting as it may have, 503 when the queue is full or the worker failed. The reply and its
@@ -24,6 +27,7 @@ counting (``gpu_admission_requests_total{webhook="validate-policy"}``) are a rev
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -41,6 +45,7 @@ from webhook.http.metrics import Metrics
 from webhook.http.offload import ReviewWorker, WorkerFailed
 from webhook.http.policy.queue import ChecksBusy, PolicyChecks, Verdict
 from webhook.http.policy.verdict import (
+    SCOPE_NOT_COMPARED,
     PolicyQuestion,
     ScopeJudge,
     policy_question,
@@ -83,11 +88,13 @@ class PolicyRoute:
         metrics: Metrics,
         worker: ReviewWorker | None = None,
         scope: CurrentScopeJudge | None = None,
+        fresh: CurrentScopeJudge | None = None,
     ) -> None:
         self.limits = policy_body_limits(limits)
         self.metrics = metrics
         self.worker = worker
         self.scope = scope
+        self.fresh = fresh
         self.checks = PolicyChecks(self._compile)
         self.path = PATH
 
@@ -116,6 +123,9 @@ class PolicyRoute:
             return judged(review, question)
         try:
             verdict = await self.checks.verdict(source_address(request), question)
+            if self._refused_on_a_view(verdict, question):
+                question = await self._asked_afresh(question)
+                verdict = await self.checks.verdict(source_address(request), question)
         except ChecksBusy as busy:
             return SOURCE_BUSY if busy.per_source else QUEUE_FULL
         except WorkerFailed as lost:
@@ -124,6 +134,20 @@ class PolicyRoute:
             log.exception("policy check failed", extra={"uid": review.uid})
             return failed(Asked.of(review))
         return judged(review, verdict_decision(verdict, question.scope))
+
+    def _refused_on_a_view(self, verdict: Verdict, question: PolicyQuestion) -> bool:
+        """Whether the refusal may rest on the live configurations as last read."""
+        judged_scope = question.scope is not None and self.fresh is not None
+        return judged_scope and verdict is not None and verdict != SCOPE_NOT_COMPARED
+
+    async def _asked_afresh(self, question: PolicyQuestion) -> PolicyQuestion:
+        """`question` with the scope judge of the configurations read again (off the event
+        loop: it may wait on the API)."""
+        assert self.fresh is not None and question.scope is not None
+        fresh = await asyncio.to_thread(self.fresh)
+        if fresh.key == question.scope.key:
+            return question
+        return dataclasses.replace(question, scope=fresh)
 
     async def _compile(self, question: PolicyQuestion) -> Verdict:
         if self.worker is not None:
