@@ -85,3 +85,31 @@ def test_the_service_monitor_scrapes_the_plain_http_metrics_port_of_the_metrics_
     assert endpoint["port"] == port["name"] == port["targetPort"] == "metrics"
     assert (endpoint["scheme"], endpoint["path"]) == ("http", "/metrics")
     assert "tlsConfig" not in endpoint
+
+
+RUNBOOKS = MONITORING.parents[1] / "docs" / "runbooks"
+
+
+def every_alert() -> list[dict[str, Any]]:
+    groups = load(MONITORING / "alerts.yaml")["spec"]["groups"]
+    return [rule for group in groups for rule in group["rules"]]
+
+
+def test_every_alert_links_its_runbook_and_every_runbook_is_an_alerts() -> None:
+    alerts = every_alert()
+    links = {rule["alert"]: rule["annotations"]["runbook_url"] for rule in alerts}
+    pages = {page.stem for page in RUNBOOKS.glob("*.md")} - {"README"}
+
+    assert links == {name: f"docs/runbooks/{name}.md" for name in links}
+    assert set(links) == pages
+    index = (RUNBOOKS / "README.md").read_text("utf-8")
+    assert all(f"[{name}]({name}.md)" in index for name in links)
+
+
+def test_kube_apiservers_alerts_read_only_its_webhook_series_of_our_webhooks() -> None:
+    groups = load(MONITORING / "alerts.yaml")["spec"]["groups"]
+    [apiserver] = [g for g in groups if g["name"] == "gpu-admission-kube-apiserver"]
+
+    for rule in apiserver["rules"]:
+        assert re.findall(r"apiserver_admission_webhook_\w+", rule["expr"]), rule["alert"]
+        assert 'name=~".+\\\\.gpu-admission\\\\.io"' in rule["expr"], rule["alert"]

@@ -12,11 +12,13 @@ webhook.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
+import yaml
 
-from .admission_fixtures import example
+from .admission_fixtures import REPO, example
 from .controlplane import ControlPlane
 from .webhook_server import WebhookServer
 
@@ -110,3 +112,61 @@ def test_the_service_is_back_after_a_restart(
     )
 
     assert "requests 9 nvidia.com/gpu" in result.stderr
+
+
+AUTOSCALER = """
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: api
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: api}
+  minReplicas: 1
+  maxReplicas: 3
+  metrics:
+    - type: Resource
+      resource: {name: cpu, target: {type: Utilization, averageUtilization: 80}}
+"""
+ALERTS = REPO / "deploy" / "monitoring" / "alerts.yaml"
+
+
+SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>.*)\})? (?P<value>\S+)")
+LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def scraped(controlplane: ControlPlane) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """kube-apiserver's own /metrics: each sample's labels and value, by the name it is
+    exposed under (the one a PromQL expression reads)."""
+    found: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for line in controlplane.kubectl("get", "--raw", "/metrics").stdout.splitlines():
+        sample = SAMPLE.match(line)
+        if sample is None:
+            continue  # a comment, or nothing
+        labels = dict(LABEL.findall(sample["labels"] or ""))
+        found.setdefault(sample["name"], []).append((labels, float(sample["value"])))
+    return found
+
+
+def test_kube_apiserver_counts_the_failed_calls_its_alerts_read(
+    controlplane: ControlPlane, opted_in: str, outage: str
+) -> None:
+    controlplane.apply(example("mig-inference-pod.yaml"), namespace=opted_in, check=False)
+    controlplane.apply(AUTOSCALER, namespace=opted_in)  # warn-autoscalers fails open
+
+    series = scraped(controlplane)
+
+    rejected = [
+        value
+        for labels, value in series["apiserver_admission_webhook_rejection_count"]
+        if labels.get("name") == "mutate.gpu-admission.io"
+        and labels.get("error_type") == "calling_webhook_error"
+    ]
+    assert rejected and rejected[0] >= 1
+    assert any(
+        labels.get("name") == "warn-autoscalers.gpu-admission.io" and value >= 1
+        for labels, value in series["apiserver_admission_webhook_fail_open_count"]
+    )
+    groups = yaml.safe_load(ALERTS.read_text("utf-8"))["spec"]["groups"]
+    [apiserver] = [group for group in groups if group["name"] == "gpu-admission-kube-apiserver"]
+    read = {n for rule in apiserver["rules"] for n in re.findall(r"apiserver_\w+", rule["expr"])}
+    assert read <= set(series)
