@@ -32,6 +32,7 @@ from typing import NamedTuple
 MODULE_DIR = Path(__file__).resolve().parent / "controlplane"
 HELM_MODULE_DIR = Path(__file__).resolve().parent / "helm"
 KUEUE_MODULE_DIR = Path(__file__).resolve().parent / "kueue"
+PROMTOOL_MODULE_DIR = Path(__file__).resolve().parent / "promtool"
 NODE_MODULE_DIR = Path(__file__).resolve().parent / "node"
 CONTAINERD_MODULE = "github.com/containerd/containerd/v2"
 CNI_PLUGINS_MODULE = "github.com/containernetworking/plugins"
@@ -43,6 +44,7 @@ MATCHING_MODULE_DIR = Path(__file__).resolve().parents[1] / "differential" / "ma
 ORACLE_SOURCES = ("go.mod", "go.sum", "main.go")
 HELM_MODULE = "helm.sh/helm/v4"
 KUEUE_MODULE = "sigs.k8s.io/kueue"
+PROMETHEUS_MODULE = "github.com/prometheus/prometheus"
 
 # How often a build that is still running says so: a cold kube-apiserver build
 # takes many minutes on two cores and silence looks like a hang.
@@ -80,7 +82,7 @@ def _cni_plugin(name: str, group: str) -> Binary:
 # etcd first: it is the quickest and proves the toolchain works before the
 # long Kubernetes builds start. helm, then the real node's parts (kubelet,
 # kube-proxy, containerd, the CNI plugins): only the chart's tests need them. Kueue's
-# manager last: only the Kueue tests need it.
+# manager: only the Kueue tests need it. promtool last: only the alert rules' tests need it.
 BINARIES: tuple[Binary, ...] = (
     Binary("etcd", "go.etcd.io/etcd/server/v3", 1.5),
     Binary("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver", 9),
@@ -111,6 +113,13 @@ BINARIES: tuple[Binary, ...] = (
     _cni_plugin("host-local", "ipam"),
     _cni_plugin("portmap", "meta"),
     Binary("kueue", f"{KUEUE_MODULE}/cmd/kueue", 4, KUEUE_MODULE_DIR, KUEUE_MODULE),
+    Binary(
+        "promtool",
+        f"{PROMETHEUS_MODULE}/cmd/promtool",
+        4.5,
+        PROMTOOL_MODULE_DIR,
+        PROMETHEUS_MODULE,
+    ),
 )
 
 
@@ -184,6 +193,22 @@ def helm_ldflags(version: str) -> list[str]:
     Makefile does for a tagged build) instead of a bare ``v4.3`` "unreleased"."""
     package = f"{HELM_MODULE}/internal/version"
     return [f"-X {package}.version={version}", f"-X {package}.metadata="]
+
+
+def prometheus_ldflags(module_version: str, build_date: str) -> list[str]:
+    """``-X`` flags that make ``promtool --version`` report the release instead of
+    an empty one. Prometheus 3 publishes release 3.MM.P as module version v0.3MM.P
+    (v0.316.0 is 3.16.0); the module version goes in as the revision it was built from,
+    and the branch is "HEAD" as in a release build from its tag."""
+    _, minor, patch = module_version.split(".")
+    values = {
+        "Version": f"{int(minor) // 100}.{int(minor) % 100}.{patch}",
+        "Revision": module_version,
+        "Branch": "HEAD",
+        "BuildUser": "gpu-admission",
+        "BuildDate": build_date,
+    }
+    return [f"-X github.com/prometheus/common/version.{k}={v}" for k, v in values.items()]
 
 
 def _version_stamp(binary: Binary, directory: Path) -> Path:
@@ -342,7 +367,12 @@ def ensure_binaries() -> Path:
                 _build_one(go, binary, target, kubernetes_ldflags, progress)
                 continue
             pinned = required_version(binary.pinned_module, binary.module_dir)
-            ldflags = helm_ldflags(pinned) if binary.pinned_module == HELM_MODULE else []
+            if binary.pinned_module == HELM_MODULE:
+                ldflags = helm_ldflags(pinned)
+            elif binary.pinned_module == PROMETHEUS_MODULE:
+                ldflags = prometheus_ldflags(pinned, build_date)
+            else:
+                ldflags = []
             _build_one(go, binary, target, ldflags, progress)
             _version_stamp(binary, directory).write_text(pinned + "\n")
     _log(f"control plane {version} ready in {directory} ({time.monotonic() - started:.0f}s)")

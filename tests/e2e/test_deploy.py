@@ -25,6 +25,8 @@ from typing import Any
 import pytest
 import yaml
 
+from webhook.engine.handlers import HANDLERS
+
 from .admission_fixtures import REPO, example
 from .controlplane import ControlPlane
 from .nodes import FLEET
@@ -34,12 +36,11 @@ DEPLOY = REPO / "deploy"
 NAMESPACE = "gpu-admission"
 SELECTOR = "app.kubernetes.io/name=gpu-admission,app.kubernetes.io/component=webhook"
 CONFIGURATIONS = ("mutatingwebhookconfiguration", "validatingwebhookconfiguration")
-WEBHOOK_COUNTS = {"mutatingwebhookconfiguration": 2, "validatingwebhookconfiguration": 9}
-"""Pods with and without the workload label are mutated and validated by a webhook
-each, class pods' updates by one more; workloads' templates by a validating webhook
-of their own; autoscalers are warned of by another; GPU ResourceClaimTemplates and
-ResourceClaims by another, pods' bindings by another, ConfigMaps and Secrets keys by
-another; the policy ConfigMap is checked by the last."""
+WEBHOOK_COUNTS = {
+    "mutatingwebhookconfiguration": len(HANDLERS.mutating()),
+    "validatingwebhookconfiguration": len(HANDLERS.validating()),
+}
+"""The webhooks the handler registry installs (webhook/engine/handlers), each once."""
 POLICY_WEBHOOK = "validate-policy.gpu-admission.io"
 """Fails open, so that a stopped service never locks out the repair of its policy."""
 # Class pods are judged by validate.gpu-admission.io (their updates by validate-updates),
