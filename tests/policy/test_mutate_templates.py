@@ -5,21 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from tests.policy.test_workload_kinds import CUSTOM
+from tests.policy.test_workload_kinds import with_kinds as policy_with
 from webhook.errors import PolicyError
 from webhook.policy import load_default_policy, load_policy_text
-from webhook.policy.load import default_policy_text
-
-CUSTOM = """
-workloadKinds:
-  - group: example.com
-    kind: Trainer
-    resource: trainers
-    templatePaths: [/spec/replicas/*/template]
-"""
-
-
-def policy_with(section: str) -> str:
-    return default_policy_text() + section
 
 
 def test_by_default_every_kind_but_the_long_running_controllers_is_mutated() -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from webhook.engine.decision import ENFORCE, Decision, Violation, judge, reasons
 from webhook.engine.dra.claims import ClaimSource
 from webhook.engine.dra.pod_claims import MAX_SOURCES, ClaimObjects, sources_named
 from webhook.engine.request import AdmissionRequest
@@ -38,6 +39,7 @@ __all__ = [
     "CLAIM_RULES",
     "binding_sources",
     "bound_pod",
+    "claims_refusal",
     "is_pod_binding",
     "pod_as_bound",
 ]
@@ -51,6 +53,17 @@ BOUND_POD = "Pod"
 CLAIM_RULES = frozenset({capacity.COUNT, capacity.MIG, claims.RULE})
 """The rules whose outcome the pod's claims decide: how many GPUs and which MIG profiles
 it gets, and whether its claims are known and give GPUs at all."""
+
+
+def claims_refusal(refused: str, violations: list[Violation]) -> Decision:
+    """The refusal, whose first words are `refused`, of a pod judged again by its claims
+    as the scheduler allocated them; what to do says that the pod keeps its claims."""
+    enforced = [v.message for v in violations if v.mode == ENFORCE]
+    message = (
+        f"{refused}: {reasons(enforced)}; a pod keeps the claims it names, so give them "
+        "back what they asked at its CREATE or create the pod again"
+    )
+    return judge(violations, refused, message)
 
 
 def is_pod_binding(request: AdmissionRequest) -> bool:

@@ -15,16 +15,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from webhook.engine.binding import BINDING, CLAIM_RULES, binding_sources, bound_pod, pod_as_bound
+from webhook.engine.binding import (
+    BINDING,
+    CLAIM_RULES,
+    binding_sources,
+    bound_pod,
+    claims_refusal,
+    pod_as_bound,
+)
 from webhook.engine.decision import (
-    ENFORCE,
     Decision,
     Unjudged,
     allow,
     exempt,
     judge,
     malformed,
-    reasons,
     shorten,
     subject,
 )
@@ -77,12 +82,7 @@ def validate_binding(engine: Engine, review: Review) -> Decision:
         violations = [v for v in engine.pod_violations(pod, now, claims) if v.rule in CLAIM_RULES]
     except MalformedObject as error:
         return malformed(str(error))
-    enforced = [v.message for v in violations if v.mode == ENFORCE]
-    message = (
-        f"{refused}: {reasons(enforced)}; a pod keeps the claims it names, so give them "
-        "back what they asked at its CREATE or create the pod again"
-    )
-    return judge(violations, refused, message)
+    return claims_refusal(refused, violations)
 
 
 def _bound_to(request: AdmissionRequest) -> str:

@@ -23,16 +23,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from webhook.engine.binding import BOUND_POD, CLAIM_RULES, pod_as_bound
+from webhook.engine.binding import BOUND_POD, CLAIM_RULES, claims_refusal, pod_as_bound
 from webhook.engine.decision import (
-    ENFORCE,
     Decision,
     Unjudged,
     Violation,
     allow,
-    judge,
     malformed,
-    reasons,
     subject,
 )
 from webhook.engine.dra.api import CLAIM, CLAIMS, GROUP, VERSION
@@ -116,12 +113,7 @@ def _refused(
         f"{', '.join(repr(p) for p in dict.fromkeys(pods))}, judged by its claims as the "
         "scheduler allocated them"
     )
-    enforced = [v.message for v in violations if v.mode == ENFORCE]
-    message = (
-        f"{refused}: {reasons(enforced)}; a pod keeps the claims it names, so give them "
-        "back what they asked at its CREATE or create the pod again"
-    )
-    return judge(violations, refused, message)
+    return claims_refusal(refused, violations)
 
 
 def _claim_name(request: AdmissionRequest) -> str:
