@@ -12,6 +12,7 @@ webhook.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator
 
@@ -35,18 +36,24 @@ def service_down(admission: WebhookServer) -> Iterator[WebhookServer]:
         admission.start(admission.policy_path)
 
 
-@pytest.fixture(params=OUTAGES)
-def outage(admission: WebhookServer, request: pytest.FixtureRequest) -> Iterator[str]:
-    """Every replica (the one) down, as `stopped` or `stalled`."""
-    if request.param == "stalled":
+@contextlib.contextmanager
+def down(admission: WebhookServer, outage: str) -> Iterator[str]:
+    """Every replica (the one) down, as `stopped` or `stalled`, then back."""
+    if outage == "stalled":
         with admission.paused():
-            yield request.param
+            yield outage
         return
     admission.stop()
     try:
-        yield request.param
+        yield outage
     finally:
         admission.start(admission.policy_path)
+
+
+@pytest.fixture(params=OUTAGES)
+def outage(admission: WebhookServer, request: pytest.FixtureRequest) -> Iterator[str]:
+    with down(admission, request.param) as kind:
+        yield kind
 
 
 CPU_DEPLOYMENT = """
@@ -84,6 +91,23 @@ def test_gpu_pods_are_refused_in_an_outage_naming_the_webhook(
 
     assert result.returncode != 0
     assert 'failed calling webhook "mutate.gpu-admission.io"' in result.stderr
+
+
+@pytest.mark.parametrize("outage_kind", OUTAGES)
+def test_gpu_pods_are_admitted_again_once_the_service_answers(
+    controlplane: ControlPlane, opted_in: str, admission: WebhookServer, outage_kind: str
+) -> None:
+    with down(admission, outage_kind):
+        cpu = controlplane.apply(example("cpu-pod.yaml").replace("etl", "etl-0"), opted_in)
+        gpu = controlplane.apply(example("mig-inference-pod.yaml"), namespace=opted_in, check=False)
+
+    admitted = controlplane.apply(
+        example("mig-inference-pod.yaml"), namespace=opted_in, check=False
+    )
+
+    assert cpu.returncode == 0  # the CPU pod, for comparison, never waits on us
+    assert gpu.returncode != 0
+    assert admitted.returncode == 0, admitted.stderr
 
 
 def test_pods_outside_the_scope_are_still_created(
