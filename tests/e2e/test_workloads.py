@@ -404,3 +404,32 @@ def test_every_other_controller_and_ml_kind_with_a_bad_template_fails_at_apply(
         result = controlplane.apply(json.dumps(workload), namespace=opted_in, check=False)
 
     assert_denied(result, f"{workload['kind']} '{opted_in}/llm' template ({path}):", TOO_MANY)
+
+
+def test_a_jobs_pods_carry_its_mutated_template_and_the_co_location_of_their_job_label(
+    controlplane: ControlPlane, opted_in: str
+) -> None:
+    """The Job's template is mutated at its CREATE (mutate-workloads); kube-apiserver adds
+    the Job's own labels to the template after mutating admission, so the co-location hint
+    those labels key comes with each pod's CREATE, and nothing else does."""
+    trainer = {
+        "metadata": {"labels": {"gpu-admission.io/workload": "training"}},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "t", "image": "x:1"}]},
+    }
+    controlplane.apply(job(trainer), namespace=opted_in)
+    [pod] = controlplane.wait_for(
+        lambda: controlplane.list_json("pods", opted_in, "batch.kubernetes.io/job-name=train"),
+        30,
+        "the Job's pod",
+    )
+    template = controlplane.get_json("job", "train", opted_in)["spec"]["template"]
+
+    spec, made = template["spec"], pod["spec"]
+    assert template["metadata"]["labels"]["batch.kubernetes.io/job-name"] == "train"
+    assert "podAffinity" not in spec.get("affinity", {})
+    assert made["affinity"]["nodeAffinity"] == spec["affinity"]["nodeAffinity"]
+    assert made["affinity"]["podAffinity"]  # the co-location hint, at the pod's CREATE
+    # kube-apiserver adds its not-ready and unreachable tolerations to every pod
+    assert all(toleration in made["tolerations"] for toleration in spec["tolerations"])
+    assert made["priorityClassName"] == spec["priorityClassName"] == "training-priority"
+    assert made["containers"][0]["resources"] == spec["containers"][0]["resources"]

@@ -1,7 +1,9 @@
 """Pod templates mutated at their workload's CREATE (webhook/engine/template_mutation.py,
 the `mutate-workloads` handler): a queue that charges and places a workload by its
 templates (Kueue) sees the pods that will run, and each pod made from a mutated template
-gets an empty patch at its own CREATE."""
+gets an empty patch at its own CREATE (the job labels that key the co-location hint are
+those the template carries; kube-apiserver adds a Job's own after mutating admission,
+tests/e2e/test_workloads.py)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,9 @@ A queue in front of the scheduler (Kueue) charges quota, orders by priority and 
 a flavor (node labels, taints) from a workload's templates before any pod exists, and
 never reads the pods. Mutated only there, the pods would run with GPUs, affinity,
 tolerations and a priority the queue never saw. With the templates mutated, the pods
-made from them get an empty patch at their CREATE.
+made from them get an empty patch at their CREATE, but for the co-location hint of a
+Job's own label, which kube-apiserver writes into a Job's template after the mutating
+webhooks (a preferred pod affinity, which no queue charges or places by).
 
 Only the kinds of the policy's ``mutateTemplates`` are mutated, and only at CREATE: a
 queue rebuilds what it charged whenever a template stops matching it, and an UPDATE is
