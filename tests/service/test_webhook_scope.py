@@ -246,6 +246,22 @@ def test_the_fresh_judge_reads_the_configurations_applied_since_the_last_read() 
     assert scope.judge().verdict("gpu-admission/p", DEFAULT, None) is None
 
 
+def test_a_read_in_review_that_fails_leaves_the_refusal_standing() -> None:
+    """The read a review waits on is its own, bounded below the webhook's timeout; one that
+    times out keeps the last comparison, so the policy is refused, not left to fail open."""
+    cluster, in_review = Cluster((None, None)), Cluster(installed(DEFAULT))
+    scope = WebhookScope(
+        cluster.read, lambda: DEFAULT, Metrics(), clock=ManualClock(1000.0),
+        read_in_review=in_review.read,
+    )  # fmt: skip
+    scope.compare_once()
+
+    assert scope.fresh_judge().verdict("gpu-admission/p", DEFAULT, None) is None
+    scope.compare_once()  # the thread's own read: none installed again
+    in_review.error = TimeoutError("read timed out (0.75 s)")
+    assert scope.fresh_judge().verdict("gpu-admission/p", DEFAULT, None)
+
+
 def test_a_judge_travels_to_the_review_worker() -> None:
     check = ScopeCheck(live())
     copied = pickle.loads(pickle.dumps(check))

@@ -86,6 +86,9 @@ METRICS_PORT = 9090
 GRACEFUL_SHUTDOWN_SECONDS = 5
 #: Seconds a read of the webhook configurations may take (a thread of its own waits).
 SCOPE_READ_TIMEOUT = 10.0
+#: Seconds each of the two reads may take while a policy review waits on them: both well
+#: within the policy webhook's timeoutSeconds (3), with the policy's compiling after them.
+SCOPE_READ_IN_REVIEW_TIMEOUT = 0.75
 
 log = logging.getLogger("gpu_admission.serve")
 
@@ -276,12 +279,12 @@ def _webhook_scope(
     (not started yet), with its /readyz check; None without a Kubernetes client."""
     if api is None:
         return None
+    read = functools.partial(read_webhook_configurations, api, WEBHOOK_CONFIGURATION)
     scope = WebhookScope(
-        functools.partial(
-            read_webhook_configurations, api, WEBHOOK_CONFIGURATION, timeout=SCOPE_READ_TIMEOUT
-        ),
+        functools.partial(read, timeout=SCOPE_READ_TIMEOUT),
         lambda: engine().policy,
         metrics,
+        read_in_review=functools.partial(read, timeout=SCOPE_READ_IN_REVIEW_TIMEOUT),
     )
     readiness.checks["webhook-configurations"] = scope.readiness
     return scope

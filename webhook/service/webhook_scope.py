@@ -122,8 +122,12 @@ class WebhookScope:
         *,
         interval: float = INTERVAL,
         clock: Callable[[], float] = time.monotonic,
+        read_in_review: ReadConfigurations | None = None,
     ) -> None:
+        """`read_in_review` is the read ``fresh_judge`` makes while a review waits, bounded
+        well within the webhook's timeout (`read` unless given)."""
         self._read = read
+        self._read_in_review = read if read_in_review is None else read_in_review
         self._policy = policy
         self._metrics = metrics
         self._interval = interval
@@ -155,12 +159,15 @@ class WebhookScope:
                 compared, due = policy, self._clock() + self._interval
             self._stop.wait(min(POLICY_LOOK, self._interval))
 
-    def compare_once(self, policy: Policy | None = None) -> tuple[ScopeDifference, ...] | None:
-        """One comparison with ``policy`` (the one serving now when None); None when the
-        configurations could not be read (the error is kept for ``/readyz``)."""
+    def compare_once(
+        self, policy: Policy | None = None, read: ReadConfigurations | None = None
+    ) -> tuple[ScopeDifference, ...] | None:
+        """One comparison with ``policy`` (the one serving now when None), of what `read`
+        gives (the thread's read when None); None when the configurations could not be
+        read (the error is kept for ``/readyz``)."""
         policy = self._policy() if policy is None else policy
         try:
-            mutating, validating = self._read()
+            mutating, validating = (self._read if read is None else read)()
         except Exception as error:  # never end the thread: the next read may work
             if str(error) != self._error:
                 log.warning(
@@ -189,8 +196,10 @@ class WebhookScope:
         """The judge of a policy's scope against the configurations read again now; waits on
         the API (the policy ConfigMap's webhook asks it only before a refusal, and a
         configuration applied a second ago must count). A failed read leaves the last that
-        worked."""
-        self.compare_once()
+        worked, and the refusal stands on it: a read slower than the review may wait
+        (kube-apiserver then gives up and, the policy's webhook failing open, admits the
+        policy unchecked) is cut short instead."""
+        self.compare_once(read=self._read_in_review)
         return self.judge()
 
     def _report(self, differences: tuple[ScopeDifference, ...]) -> None:
