@@ -16,6 +16,7 @@ rolling upgrade, a drain, uninstall.
 
 from __future__ import annotations
 
+import calendar
 import dataclasses
 import json
 import os
@@ -367,6 +368,108 @@ def test_a_replica_killed_under_steady_creation_fails_only_what_reached_it_befor
     for message, when in zip(creation.failures, creation.failed_at, strict=True):
         assert "connection refused" in message, message
         assert 0 <= when - killed_at < KUBELET_NOTICES_SECONDS, (message, when - killed_at)
+
+
+BLIND = "gpu-admission-blind"
+BLIND_LABEL = "test.gpu-admission.io/replica"
+READYZ_IN_POD = (
+    "import json, ssl, urllib.request, urllib.error\n"
+    "context = ssl._create_unverified_context()\n"
+    "try:\n"
+    "    reply = urllib.request.urlopen('https://127.0.0.1:8443/readyz', context=context)\n"
+    "except urllib.error.HTTPError as error:\n"
+    "    reply = error\n"
+    "print(reply.read().decode())\n"
+)
+
+
+def blind_replica(release: Release) -> str:
+    """One more replica of the release's own pod template, behind the same Service, run
+    as a ServiceAccount with no rights: it serves TLS and answers reviews, but cannot
+    list the Nodes and PriorityClasses its judgements rest on."""
+    template = release.cluster.get_json("deployment", RELEASE, NAMESPACE)["spec"]["template"]
+    template["metadata"]["labels"][BLIND_LABEL] = "blind"
+    template["spec"]["serviceAccountName"] = BLIND
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": BLIND, "namespace": NAMESPACE},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {BLIND_LABEL: "blind"}},
+            "template": template,
+        },
+    }
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": BLIND}}
+    release.cluster.apply(json.dumps(account), namespace=NAMESPACE)
+    release.cluster.apply(json.dumps(deployment), namespace=NAMESPACE)
+    return f"{BLIND_LABEL}=blind"
+
+
+def _running_for(pod: dict[str, Any], seconds: float) -> bool:
+    statuses = pod.get("status", {}).get("containerStatuses", [])
+    running = statuses[0].get("state", {}).get("running") if statuses else None
+    if not running or statuses[0].get("restartCount", 0):
+        return False
+    started = time.strptime(running["startedAt"], "%Y-%m-%dT%H:%M:%SZ")
+    return time.time() - calendar.timegm(started) >= seconds
+
+
+def test_a_replica_that_cannot_read_the_cluster_is_unready_sent_nothing_and_fails_nothing(
+    release: Release,
+) -> None:
+    """A replica that cannot judge (its inventory never synced) takes no review: its
+    /readyz fails, the endpoints leave it out, its peers answer every creation. Given the
+    rights, it syncs, becomes ready and is served like the others."""
+    cluster = release.cluster
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": BLIND},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": RELEASE},
+        "subjects": [{"kind": "ServiceAccount", "name": BLIND, "namespace": NAMESPACE}],
+    }  # fmt: skip
+    try:
+        with SteadyCreation(cluster, TENANT, "beside-blind") as creation:
+            selector = blind_replica(release)
+            # Running for three readiness periods (5 s each), never restarted.
+            (pod,) = cluster.wait_for(
+                lambda: [p for p in cluster.list_json("pod", NAMESPACE, selector)
+                         if _running_for(p, 16)] or None,
+                timeout=180, what="the blind replica to run",
+            )  # fmt: skip
+            name = pod["metadata"]["name"]
+            readyz = cluster.kubectl(
+                "exec", "-n", NAMESPACE, name, "--", "python3", "-c", READYZ_IN_POD
+            ).stdout
+            unready_pod = cluster.get_json("pod", name, NAMESPACE)
+            served_while_unready = release.service_endpoints()
+            cluster.apply(json.dumps(binding))
+            cluster.wait_for(
+                lambda: _ready(cluster.get_json("pod", name, NAMESPACE))
+                and pod["status"]["podIP"] in release.service_endpoints(),
+                timeout=180, what="the blind replica, given rights, to be served",
+            )  # fmt: skip
+            time.sleep(3)
+    finally:
+        cluster.kubectl("delete", "deployment", BLIND, "-n", NAMESPACE, "--ignore-not-found")
+        cluster.kubectl("delete", "clusterrolebinding", BLIND, "--ignore-not-found")
+        cluster.wait_for(
+            lambda: not cluster.list_json("pod", NAMESPACE, f"{BLIND_LABEL}=blind"),
+            timeout=90, what="the blind replica to be gone",
+        )  # fmt: skip
+        cluster.kubectl("delete", "serviceaccount", BLIND, "-n", NAMESPACE, "--ignore-not-found")
+
+    document = json.loads(readyz)
+    assert document["checks"]["inventory"]["ok"] is False, document
+    assert "not synced yet" in document["checks"]["inventory"]["detail"]
+    assert "forbidden" in document["checks"]["inventory"]["detail"].lower()
+    assert not _ready(unready_pod)
+    assert unready_pod["status"]["podIP"] not in served_while_unready
+    assert len(served_while_unready) == REPLICAS
+    assert creation.failures == []
+    assert creation.created > 20
 
 
 def _restarted(release: Release, name: str) -> bool:

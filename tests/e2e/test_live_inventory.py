@@ -301,7 +301,7 @@ def test_a_missing_priority_class_is_refused_clearly_and_its_real_value_used_onc
         controlplane.delete("priorityclass", ["lab-priority"])
 
 
-def test_until_the_inventory_syncs_the_static_figures_apply_and_readyz_says_so(
+def test_until_the_inventory_syncs_the_replica_is_unready_and_judges_by_static_figures(
     controlplane: ControlPlane,
     admission: WebhookServer,
     lab_policy: Path,
@@ -326,8 +326,9 @@ def test_until_the_inventory_syncs_the_static_figures_apply_and_readyz_says_so(
             # lab-c-0 has 4 GPUs, but unseen: the policy's 8 per node hold.
             assert admitted(controlplane, opted_in, "nvidia.com/gpu", 8)
             checks = admission.readiness()["checks"]
-            assert checks["inventory"]["ok"] is True
+            assert checks["inventory"]["ok"] is False  # a Service's endpoints leave it out
             detail = checks["inventory"]["detail"]
+            assert detail.startswith("unready until the inventory has listed each kind once")
             assert "nodes: not synced yet, the policy's static node figures apply" in detail
             assert "last error:" in detail
     finally:

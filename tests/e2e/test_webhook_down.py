@@ -4,7 +4,7 @@ The webhooks fail closed, but their scope is narrow: opted-in namespaces (never
 kube-system) and, through object selectors and matchConditions, only pods and objects
 the policy has an opinion on; no webhook is called for the binding of a pod (a claim's
 reservation is judged instead, which only pods with claims need). So while every replica
-is down, stopped (connections refused at once) or stalled (SIGSTOP: connections open,
+is down, stopped or killed (connections refused at once) or stalled (SIGSTOP: connections open,
 nothing answers, kube-apiserver waits out each call), the ordinary pods and Deployments
 of an opted-in namespace are created and bound, and GPU pods are refused naming the
 webhook.
@@ -23,7 +23,7 @@ from .admission_fixtures import REPO, example
 from .controlplane import ControlPlane
 from .webhook_server import WebhookServer
 
-OUTAGES = ("stopped", "stalled")
+OUTAGES = ("stopped", "killed", "stalled")
 BOUND_WITHIN = 30.0
 
 
@@ -38,12 +38,16 @@ def service_down(admission: WebhookServer) -> Iterator[WebhookServer]:
 
 @contextlib.contextmanager
 def down(admission: WebhookServer, outage: str) -> Iterator[str]:
-    """Every replica (the one) down, as `stopped` or `stalled`, then back."""
+    """Every replica (the one) down, as `stopped` (SIGTERM), `killed` (SIGKILL) or
+    `stalled` (SIGSTOP), then back."""
     if outage == "stalled":
         with admission.paused():
             yield outage
         return
-    admission.stop()
+    if outage == "killed":
+        admission.kill()
+    else:
+        admission.stop()
     try:
         yield outage
     finally:

@@ -137,6 +137,13 @@ class WebhookServer:
         finally:
             os.kill(pid, signal.SIGCONT)
 
+    def kill(self) -> None:
+        """The process killed (SIGKILL): nothing listens on its port any more, and it
+        had no chance to say goodbye to its connections."""
+        if self._component is not None:
+            self._component.kill()
+            self._component = None
+
     def stop(self) -> None:
         if self._component is not None:
             self._component.stop()

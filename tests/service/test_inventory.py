@@ -35,7 +35,7 @@ def kind_status(
     )
 
 
-def test_before_the_first_sync_it_stays_ready_and_says_static_figures_apply() -> None:
+def test_before_the_first_sync_it_is_unready_and_says_why_and_what_serves_if_called() -> None:
     status = InventoryStatus(
         kind_status("nodes", ago=None, error="connection refused"),
         kind_status("priorityclasses", ago=None, error="connection refused"),
@@ -43,10 +43,35 @@ def test_before_the_first_sync_it_stays_ready_and_says_static_figures_apply() ->
 
     ready, detail = inventory_readiness(status, UNKNOWN, load_default_policy())
 
-    assert ready
+    assert not ready
+    assert detail.startswith("unready until the inventory has listed each kind once")
     assert "nodes: not synced yet, the policy's static node figures apply" in detail
     assert "(last error: connection refused)" in detail
     assert "priorityclasses: not synced yet, the policy's priority values apply" in detail
+
+
+def test_one_kind_listed_and_another_not_yet_is_still_unready() -> None:
+    status = InventoryStatus(
+        kind_status("nodes", objects=9, ago=1.0),
+        kind_status("priorityclasses", ago=None, error="forbidden"),
+    )
+
+    ready, detail = inventory_readiness(status, UNKNOWN, load_default_policy())
+
+    assert not ready
+    assert "priorityclasses: not synced yet" in detail
+
+
+def test_once_synced_falling_behind_keeps_it_ready_on_the_last_known_cluster() -> None:
+    status = InventoryStatus(
+        kind_status("nodes", objects=9, ago=600.0, error="connection refused"),
+        kind_status("priorityclasses", objects=4, ago=600.0, error="connection refused"),
+    )
+
+    ready, detail = inventory_readiness(status, UNKNOWN, load_default_policy())
+
+    assert ready
+    assert "nodes: 9 known, current 600s ago (last error: connection refused)" in detail
 
 
 def test_once_synced_it_says_how_many_objects_and_how_current() -> None:
@@ -135,7 +160,7 @@ def test_a_dra_pool_watches_the_slices_of_its_drivers_keeping_the_attributes_it_
     assert "gpu-pool" in options["node_label_keys"]
 
 
-def test_resource_slices_and_device_classes_are_reported_like_the_other_kinds() -> None:
+def test_resource_slices_and_device_classes_are_reported_and_awaited_like_the_others() -> None:
     status = InventoryStatus(
         kind_status("nodes", objects=9, ago=3.2),
         kind_status("priorityclasses", objects=2, ago=1.0),
@@ -145,7 +170,7 @@ def test_resource_slices_and_device_classes_are_reported_like_the_other_kinds() 
 
     ready, detail = inventory_readiness(status, UNKNOWN, dra_policy())
 
-    assert ready
+    assert not ready
     assert (
         "resourceslices: not synced yet, the policy's figures apply to DRA pools "
         "(last error: 403 Forbidden)"

@@ -2,11 +2,19 @@
 watches ResourceSlices and DeviceClasses and what of them it keeps, and what ``/readyz``
 says of it.
 
-The inventory never makes the replica unready: until it syncs, and whenever it
-falls behind, the policy's static figures or the last known cluster still give
-sound decisions, and taking every replica out would fail every review. The detail
-says which figures serve, how current they are, and which PriorityClasses the
-policy names that the cluster does not have (their pods are refused until an
+A replica is unready until every kind it watches has been listed once: before that
+it knows nothing of the cluster and would judge by the policy's static figures where
+its peers judge by the nodes, so kube-apiserver (through the Service's endpoints) sends
+to the peers that can. A replica that cannot list at all (its RBAC, its network) stays
+unready and its ``/readyz`` says why; a rolling upgrade stops there instead of
+replacing replicas that judge with ones that cannot. Once synced, falling behind never
+makes it unready again: the last known cluster still gives sound decisions, a watch
+that fails for one replica fails for all of them, and taking every replica out would
+fail every GPU review. Called anyway (a ``url`` clientConfig knows no readiness),
+a replica that has not synced judges by the policy's static figures.
+
+The detail says which figures serve, how current they are, and which PriorityClasses
+the policy names that the cluster does not have (their pods are refused until an
 operator creates them), and which GPU DeviceClasses the policy names that the cluster
 does not have.
 
@@ -33,6 +41,11 @@ from webhook.policy import Policy
 log = logging.getLogger("gpu_admission.inventory")
 
 
+UNSYNCED = (
+    "unready until the inventory has listed each kind once (peers that have take the reviews)"
+)
+
+
 def inventory_readiness(
     status: InventoryStatus, inventory: Inventory, policy: Policy
 ) -> tuple[bool, str]:
@@ -53,7 +66,9 @@ def inventory_readiness(
         parts.append(
             f"GPU DeviceClasses the policy names but the cluster lacks: {', '.join(absent)}"
         )
-    return True, "; ".join(parts)
+    if not status.synced:
+        parts.insert(0, UNSYNCED)
+    return status.synced, "; ".join(parts)
 
 
 def missing_device_classes(inventory: Inventory, policy: Policy) -> list[str]:
