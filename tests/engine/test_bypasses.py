@@ -221,6 +221,60 @@ class TestEphemeralContainers:
         assert rules(validation) == ["visible-devices"]
 
 
+    @pytest.mark.parametrize(
+        "mount_path",
+        ["/var/run/nvidia-container-devices/all", "/var/run/nvidia-container-devicesall"],
+    )
+    def test_a_debug_container_mounting_a_volume_as_a_device_request_is_refused(
+        self, engine: Engine, mount_path: str
+    ) -> None:
+        """The volume was admitted with the pod, mounted by none of its containers; the
+        debug container's mount is read before the injected variable."""
+        volumes = [{"name": "null", "hostPath": {"path": "/dev/null"}}]
+        mounts = [{"name": "null", "mountPath": mount_path}]
+        old = pod("inference", volumes=volumes)
+        new = pod(
+            "inference",
+            volumes=volumes,
+            ephemeralContainers=[{"name": "d", "image": "i", "volumeMounts": mounts}],
+        )
+
+        _, validation = self.debug(engine, old, new)
+
+        assert rules(validation) == ["device-mounts"]
+        assert "ephemeral container" in validation.message
+
+    def test_a_debug_container_mounting_a_volume_of_the_nodes_devices_is_refused(
+        self, engine: Engine
+    ) -> None:
+        """A pod admitted before its namespace opted in may hold such a volume already."""
+        volumes = [{"name": "dev", "hostPath": {"path": "/dev"}}]
+        mounts = [{"name": "dev", "mountPath": "/host-dev"}]
+        new = pod(
+            "inference",
+            volumes=volumes,
+            ephemeralContainers=[{"name": "d", "image": "i", "volumeMounts": mounts}],
+        )
+
+        _, validation = self.debug(engine, pod("inference", volumes=volumes), new)
+
+        assert rules(validation) == ["device-mounts"]
+        assert "hostPath volume 'dev' of the node's '/dev'" in validation.message
+
+    def test_a_debug_container_mounting_an_ordinary_volume_passes(self, engine: Engine) -> None:
+        volumes = [{"name": "data", "emptyDir": {}}]
+        mounts = [{"name": "data", "mountPath": "/data"}]
+        new = pod(
+            "inference",
+            volumes=volumes,
+            ephemeralContainers=[{"name": "d", "image": "i", "volumeMounts": mounts}],
+        )
+
+        _, validation = self.debug(engine, pod("inference", volumes=volumes), new)
+
+        assert validation.allowed, validation.message
+
+
 class TestBorrowedPriority:
     def test_a_pod_of_no_class_using_a_class_priority_is_refused(self, engine: Engine) -> None:
         decision = admitted(engine, pod(priorityClassName="inference-priority"))

@@ -94,6 +94,11 @@ class TestDeviceMounts:
             "/var/run/nvidia-container-devices/all",
             "/run/nvidia-container-devices/GPU-1",
             "/var/run/nvidia-container-devices",
+            # The toolkit matches the cleaned path's string, not its folder.
+            "/var/run/nvidia-container-devicesall",
+            "/var/run/nvidia-container-devicesimex/0",
+            "/var/run/nvidia-container-devices-x/1",
+            "//var/run/./nvidia-container-devices/../nvidia-container-devices/5/",
         ],
     )
     def test_a_mount_read_as_a_device_request_is_refused_whatever_the_volume(
@@ -107,6 +112,41 @@ class TestDeviceMounts:
         decision = admitted(engine, obj)
         assert rules(decision) == ["device-mounts"]
         assert "volume-mounts strategy" in decision.message
+
+    @pytest.mark.parametrize(
+        "mount_path",
+        [
+            "/var/run/nvidia-container-device",
+            "/var/run/nvidia-container",
+            "/data/nvidia-container-devices",
+        ],
+    )
+    def test_a_mount_path_the_toolkit_does_not_read_passes(
+        self, engine: Engine, mount_path: str
+    ) -> None:
+        obj = pod(
+            "training",
+            containers=[container(volumeMounts=[{"name": "v", "mountPath": mount_path}])],
+            volumes=[{"name": "v", "emptyDir": {}}],
+        )
+        assert admitted(engine, obj).allowed
+
+    def test_a_gpu_less_sidecar_of_a_class_pod_may_not_mount_every_gpu_by_prefix(
+        self, engine: Engine
+    ) -> None:
+        sidecar = container(
+            name="sidecar",
+            resources={},
+            volumeMounts=[{"name": "null", "mountPath": "/var/run/nvidia-container-devicesall"}],
+        )
+        obj = pod(
+            "inference",
+            containers=[container(), sidecar],
+            volumes=[{"name": "null", "hostPath": {"path": "/dev/null"}}],
+        )
+        decision = admitted(engine, obj)
+        assert rules(decision) == ["device-mounts"]
+        assert "'/var/run/nvidia-container-devicesall'" in decision.message
 
 
 class TestPrivilegedContainers:

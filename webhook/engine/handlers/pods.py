@@ -34,7 +34,7 @@ from webhook.engine.mutate import isolate_ephemeral_containers, mutate_pod
 from webhook.engine.pod import PodView, read_pod
 from webhook.engine.pod_answers import glance, kept_patch
 from webhook.engine.request import AdmissionRequest
-from webhook.engine.rules.device_access import privileged_containers
+from webhook.engine.rules.device_access import debug_container_mounts, privileged_containers
 from webhook.engine.rules.device_env import check_device_env
 from webhook.engine.rules.registry import with_modes
 from webhook.engine.rules.visibility import check_visible_devices
@@ -140,9 +140,9 @@ def validate_pod_create(engine: Engine, review: Review) -> Decision:
 
 
 def validate_debug_containers(engine: Engine, review: Review) -> Decision:
-    """Debug containers added to a running pod may not pick GPUs by hand either, nor be
-    privileged in a class pod (`kubectl debug --profile=sysadmin`): its node's GPUs are
-    other pods'."""
+    """Debug containers added to a running pod may not pick GPUs by hand either (by
+    environment or by mount, the pod's own volumes included), nor be privileged in a
+    class pod (`kubectl debug --profile=sysadmin`): its node's GPUs are other pods'."""
     request, policy = review.request, engine.policy
     try:
         pod = read_pod(request.object, policy)
@@ -154,6 +154,7 @@ def validate_debug_containers(engine: Engine, review: Review) -> Decision:
         found = [
             *check_visible_devices(policy, debug),
             *check_device_env(policy, debug),
+            *debug_container_mounts(pod, debug),
             # A class pod runs on a GPU node; where a pod of no class runs is only known
             # to it, and it was kept off GPU nodes at its CREATE.
             *(privileged_containers(debug) if label in policy.classes else ()),

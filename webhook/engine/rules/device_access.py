@@ -8,9 +8,14 @@ For a pod that can reach a GPU node (see reach.py):
   device plugin nor the kubelet puts them on a pod object (they reach the runtime on
   the container's config), so a pod carrying one wrote it by hand. Refused, never
   removed: a mutation only runs at a class pod's CREATE, and a refusal says why.
-- device-mounts: a mount under `/var/run/nvidia-container-devices` is a device request
-  under the toolkit's volume-mounts strategy, read before the environment (so the
-  injected `NVIDIA_VISIBLE_DEVICES=void` does not help); a hostPath of the GPUs' device
+- device-mounts: a mount whose path, cleaned, starts with
+  `/var/run/nvidia-container-devices` is a device request under the toolkit's
+  volume-mounts strategy, read before the environment (so the injected
+  `NVIDIA_VISIBLE_DEVICES=void` does not help). The toolkit matches the string, not
+  the folder: `/var/run/nvidia-container-devicesall` asks for every GPU and
+  `/var/run/nvidia-container-devicesimex/0` for an IMEX channel, so any path of a
+  container, debug containers included, that starts so is refused (and the same under
+  `/run`, which nodes link to `/var/run`). A hostPath of the GPUs' device
   nodes (`/dev/nvidia*`, `/dev/dri`), of the CDI specs and the toolkit's state, or of a
   folder holding them (`/`, `/dev`, `/run`, ...) hands the container the node's devices.
 - privileged-containers: a privileged container gets every device of the host from
@@ -27,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from webhook.engine.decision import Violation, echo
-from webhook.engine.pod import Container
+from webhook.engine.pod import Container, PodView
 from webhook.engine.rules.context import RuleContext
 from webhook.engine.rules.reach import may_reach_gpu_node
 
@@ -39,8 +44,9 @@ CDI_DOMAIN = "cdi.k8s.io"
 """Annotations whose key's domain is this or ends with `.cdi.k8s.io` ask for CDI devices."""
 
 DEVICE_LIST_NAME = "nvidia-container-devices"
-DEVICE_LIST_DIRS = (f"/var/run/{DEVICE_LIST_NAME}", f"/run/{DEVICE_LIST_NAME}")
-"""Where the toolkit's volume-mounts strategy reads device requests from mounts."""
+DEVICE_LIST_PREFIXES = (f"/var/run/{DEVICE_LIST_NAME}", f"/run/{DEVICE_LIST_NAME}")
+"""What a cleaned mount path that the toolkit's volume-mounts strategy reads as a device
+request starts with (a string prefix, as the toolkit compares it)."""
 
 DEVICE_HOST_PATHS = (
     "/dev/dri",
@@ -93,10 +99,40 @@ def check_mounts(context: RuleContext) -> list[Violation]:
             for name, path in host_paths.items()
             if _is_device_host_path(path)
         ),
-        *_device_list_mounts(pod.all_containers()),
+        *device_list_mounts(pod.all_containers()),
     ]
     if not found or not may_reach_gpu_node(context):
         return []
+    return [
+        Violation(
+            MOUNTS,
+            f"{what}, which hands the container GPUs the scheduler did not assign; remove it",
+        )
+        for what in found[:PER_POD_LIMIT]
+    ]
+
+
+def debug_container_mounts(pod: PodView, debug: Iterable[Container]) -> list[Violation]:
+    """What judges the mounts of debug containers added to a running pod: a path the
+    toolkit reads as a device request, and any volume of the pod's (judged or not when
+    it was created) that holds the node's devices."""
+    debug = tuple(debug)
+    host_paths = {
+        name: path
+        for name, path in _host_paths(pod.spec.get("volumes")).items()
+        if _is_device_host_path(path)
+    }
+    found = device_list_mounts(debug)
+    for container in debug:
+        mounts = container.raw.get("volumeMounts")
+        for index, mount in enumerate(mounts if isinstance(mounts, list) else []):
+            name = mount.get("name") if isinstance(mount, dict) else None
+            if isinstance(name, str) and name in host_paths:
+                found.append(
+                    f"{container.describe} mounts hostPath volume {echo(name)} of the node's "
+                    f"{echo(host_paths[name])} (spec.{container.list_name}[{container.index}]"
+                    f".volumeMounts[{index}])"
+                )
     return [
         Violation(
             MOUNTS,
@@ -176,7 +212,9 @@ def _is_device_host_path(path: str) -> bool:
     )
 
 
-def _device_list_mounts(containers: Iterable[Container]) -> list[str]:
+def device_list_mounts(containers: Iterable[Container]) -> list[str]:
+    """The mounts the toolkit reads as device requests, each said as a finding; also
+    what judges the debug containers added to a running pod."""
     found = []
     for container in containers:
         mounts = container.raw.get("volumeMounts")
@@ -184,11 +222,10 @@ def _device_list_mounts(containers: Iterable[Container]) -> list[str]:
             continue
         for index, mount in enumerate(mounts):
             path = mount.get("mountPath") if isinstance(mount, dict) else None
-            # Normalising only drops components: a path without the folder's name is not in it.
+            # Cleaning only drops components: a path without the name cannot start with it.
             if not isinstance(path, str) or DEVICE_LIST_NAME not in path:
                 continue
-            normal = _normal(path)
-            if any(normal == d or normal.startswith(d + "/") for d in DEVICE_LIST_DIRS):
+            if _normal(path).startswith(DEVICE_LIST_PREFIXES):
                 found.append(
                     f"{container.describe} mounts a volume at {echo(path)} (spec."
                     f"{container.list_name}[{container.index}].volumeMounts[{index}]), a "
