@@ -149,6 +149,48 @@ class TestDeviceMounts:
         assert "'/var/run/nvidia-container-devicesall'" in decision.message
 
 
+class TestHostSocketsOfTheGpuStack:
+    @pytest.mark.parametrize(
+        "path",
+        [
+            "/run/containerd/containerd.sock",
+            "/var/run/containerd",
+            "/var/run/crio/crio.sock",
+            "/var/run/docker.sock",
+            "/var/lib/kubelet/device-plugins",
+            "/var/lib/kubelet/device-plugins/kubelet.sock",
+            "/var/lib/kubelet/pod-resources/kubelet.sock",
+            "/var/lib/kubelet/plugins/gpu.nvidia.com",
+            "/var/run/nvidia-persistenced/socket",
+            "/tmp/nvidia-mps",
+            "/var/lib/kubelet",
+            "/var/lib/./kubelet//device-plugins/",
+        ],
+    )
+    def test_a_host_path_of_a_runtime_kubelet_or_nvidia_socket_is_refused(
+        self, engine: Engine, path: str
+    ) -> None:
+        decision = admitted(engine, with_host_path(path))
+        assert rules(decision) == ["device-mounts"]
+        assert "container runtime, kubelet device plugins or NVIDIA stack" in decision.message
+
+    def test_it_is_refused_even_for_a_pod_that_cannot_reach_a_gpu_node(
+        self, engine: Engine
+    ) -> None:
+        mount = {"name": "host", "mountPath": "/run/containerd"}
+        obj = pod(
+            containers=[container(volumeMounts=[mount])],
+            volumes=[{"name": "host", "hostPath": {"path": "/run/containerd"}}],
+        )
+        assert rules(admitted(engine, obj)) == ["device-mounts"]
+
+    @pytest.mark.parametrize(
+        "path", ["/var/lib/kubelet-data", "/var/lib/models", "/tmp/scratch", "/run/user"]
+    )
+    def test_neighbouring_host_paths_pass(self, engine: Engine, path: str) -> None:
+        assert admitted(engine, with_host_path(path)).allowed
+
+
 class TestPrivilegedContainers:
     @pytest.mark.parametrize(
         "security",

@@ -65,6 +65,56 @@ inside one, or of a folder holding one is refused (and of any `/dev/nvidia*` nod
 
 DEVICE_NODE_PREFIX = "/dev/nvidia"
 
+STACK_HOST_PATHS = (
+    # Container runtimes: their sockets start containers with any device of the node.
+    "/run/containerd",  # containerd's socket (containerd.sock) and its shims'
+    "/var/run/containerd",
+    "/run/k3s/containerd",  # k3s and RKE2 run their own containerd here
+    "/var/lib/containerd",
+    "/run/crio",  # CRI-O's socket (crio.sock)
+    "/var/run/crio",
+    "/run/docker.sock",  # Docker's socket
+    "/var/run/docker.sock",
+    "/run/docker",
+    "/var/run/docker",
+    "/var/lib/docker",
+    "/run/cri-dockerd.sock",  # cri-dockerd, Docker behind the CRI
+    "/var/run/cri-dockerd.sock",
+    "/run/podman",
+    "/var/run/podman",
+    # The kubelet: device plugins register and answer on these sockets; pod-resources
+    # tells which pod holds which GPU; DRA drivers' plugins serve under plugins/.
+    "/var/lib/kubelet/device-plugins",
+    "/var/lib/kubelet/pod-resources",
+    "/var/lib/kubelet/plugins",
+    "/var/lib/kubelet/plugins_registry",
+    # The NVIDIA stack: MPS's control pipes (CUDA's default, and the device plugin's),
+    # nvidia-persistenced's socket, Fabric Manager's and IMEX's state and configuration.
+    "/tmp/nvidia-mps",
+    "/run/nvidia-persistenced",
+    "/var/run/nvidia-persistenced",
+    "/run/nvidia-fabricmanager",
+    "/var/run/nvidia-fabricmanager",
+    "/usr/share/nvidia/nvswitch",
+    "/etc/nvidia-imex",
+    "/run/nvidia-imex",
+    "/var/run/nvidia-imex",
+)
+"""Host sockets and folders of what starts containers and hands out GPUs: the container
+runtimes, the kubelet's device-plugin, pod-resources and DRA plugin sockets, the NVIDIA
+stack's own (`/run/nvidia` holds the GPU Operator's MPS pipes and driver, in
+DEVICE_HOST_PATHS). A hostPath of one, inside one, or of a folder holding one is refused
+for every pod judged, whether or not it can reach a GPU node: from a runtime's socket a
+pod starts containers anywhere the runtime runs them, and Pod Security `baseline`, which
+forbids hostPath, may not be enforced in the namespace."""
+
+STACK_WHY = (
+    "a socket or folder of the node's container runtime, kubelet device plugins or NVIDIA "
+    "stack, from which a container can start others with any GPU of the node or take GPUs "
+    "the scheduler assigned to other pods"
+)
+DEVICES_WHY = "which hands the container GPUs the scheduler did not assign"
+
 CAPABILITIES = frozenset({"SYS_ADMIN", "CAP_SYS_ADMIN", "ALL", "CAP_ALL"})
 """Added capabilities the toolkit counts as privileged (ALL holds SYS_ADMIN)."""
 
@@ -93,23 +143,26 @@ def check_annotations(context: RuleContext) -> list[Violation]:
 def check_mounts(context: RuleContext) -> list[Violation]:
     pod = context.pod
     host_paths = _host_paths(pod.spec.get("volumes"))
-    found = [
+    stack = [
+        f"hostPath volume {echo(name)} mounts {echo(path)} of the node, {STACK_WHY}"
+        for name, path in host_paths.items()
+        if _is_stack_host_path(path) and not _is_device_host_path(path)
+    ]
+    devices = [
         *(
-            f"hostPath volume {echo(name)} mounts {echo(path)} of the node"
+            f"hostPath volume {echo(name)} mounts {echo(path)} of the node, {DEVICES_WHY}"
             for name, path in host_paths.items()
             if _is_device_host_path(path)
         ),
-        *device_list_mounts(pod.all_containers()),
+        *(f"{what}, {DEVICES_WHY}" for what in device_list_mounts(pod.all_containers())),
     ]
-    if not found or not may_reach_gpu_node(context):
-        return []
-    return [
-        Violation(
-            MOUNTS,
-            f"{what}, which hands the container GPUs the scheduler did not assign; remove it",
-        )
-        for what in found[:PER_POD_LIMIT]
-    ]
+    if devices and not may_reach_gpu_node(context):
+        devices = []
+    return _mount_violations([*devices, *stack])
+
+
+def _mount_violations(found: list[str]) -> list[Violation]:
+    return [Violation(MOUNTS, f"{what}; remove it") for what in found[:PER_POD_LIMIT]]
 
 
 def debug_container_mounts(pod: PodView, debug: Iterable[Container]) -> list[Violation]:
@@ -118,11 +171,12 @@ def debug_container_mounts(pod: PodView, debug: Iterable[Container]) -> list[Vio
     it was created) that holds the node's devices."""
     debug = tuple(debug)
     host_paths = {
-        name: path
+        name: DEVICES_WHY if _is_device_host_path(path) else STACK_WHY
         for name, path in _host_paths(pod.spec.get("volumes")).items()
-        if _is_device_host_path(path)
+        if _is_device_host_path(path) or _is_stack_host_path(path)
     }
-    found = device_list_mounts(debug)
+    paths = _host_paths(pod.spec.get("volumes"))
+    found = [f"{what}, {DEVICES_WHY}" for what in device_list_mounts(debug)]
     for container in debug:
         mounts = container.raw.get("volumeMounts")
         for index, mount in enumerate(mounts if isinstance(mounts, list) else []):
@@ -130,16 +184,10 @@ def debug_container_mounts(pod: PodView, debug: Iterable[Container]) -> list[Vio
             if isinstance(name, str) and name in host_paths:
                 found.append(
                     f"{container.describe} mounts hostPath volume {echo(name)} of the node's "
-                    f"{echo(host_paths[name])} (spec.{container.list_name}[{container.index}]"
-                    f".volumeMounts[{index}])"
+                    f"{echo(paths[name])} (spec.{container.list_name}[{container.index}]"
+                    f".volumeMounts[{index}]), {host_paths[name]}"
                 )
-    return [
-        Violation(
-            MOUNTS,
-            f"{what}, which hands the container GPUs the scheduler did not assign; remove it",
-        )
-        for what in found[:PER_POD_LIMIT]
-    ]
+    return _mount_violations(found)
 
 
 def check_privileged(context: RuleContext) -> list[Violation]:
@@ -206,9 +254,18 @@ def _is_device_host_path(path: str) -> bool:
     normal = _normal(path)
     if normal.startswith(DEVICE_NODE_PREFIX) or normal == "/":
         return True
+    return _in_or_holding(normal, (*DEVICE_HOST_PATHS, DEVICE_NODE_PREFIX))
+
+
+def _is_stack_host_path(path: str) -> bool:
+    return _in_or_holding(_normal(path), STACK_HOST_PATHS)
+
+
+def _in_or_holding(normal: str, paths: tuple[str, ...]) -> bool:
+    """Whether `normal` is one of `paths`, inside one, or a folder holding one."""
     return any(
-        normal == device or normal.startswith(device + "/") or device.startswith(normal + "/")
-        for device in (*DEVICE_HOST_PATHS, DEVICE_NODE_PREFIX)
+        normal == known or normal.startswith(known + "/") or known.startswith(normal + "/")
+        for known in paths
     )
 
 
