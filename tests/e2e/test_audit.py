@@ -256,6 +256,27 @@ def test_all_namespaces_previews_the_namespaces_not_opted_in(
     assert "kube-system" not in report["summary"]["namespaces"]
 
 
+def test_opted_in_namespaces_below_pod_security_baseline_are_named(
+    controlplane: ControlPlane, running: None
+) -> None:
+    label = "pod-security.kubernetes.io/enforce"
+    controlplane.kubectl("label", "namespace", "audit-team-a", f"{label}=baseline")
+    try:
+        done = audit(controlplane, "--output", "json")
+        text = audit(controlplane)
+    finally:
+        controlplane.kubectl("label", "namespace", "audit-team-a", f"{label}-")
+
+    below = {
+        e["namespace"]: e["reason"] for e in json.loads(done.stdout)["belowPodSecurityBaseline"]
+    }
+    assert "audit-team-a" not in below
+    assert below["audit-team-b"].startswith(f"no {label} label")
+    assert OUTSIDE not in below  # not opted in, not audited
+    assert "NAMESPACES BELOW POD SECURITY BASELINE" in text.stdout
+    assert "  audit-team-b: no pod-security.kubernetes.io/enforce label" in text.stdout
+
+
 def test_the_service_publishes_policy_reports_and_metrics_once_the_crd_is_there(
     controlplane: ControlPlane, running: None, tmp_path: Path
 ) -> None:

@@ -220,7 +220,6 @@ class TestEphemeralContainers:
         assert list(mutation.patch) == []
         assert rules(validation) == ["visible-devices"]
 
-
     @pytest.mark.parametrize(
         "mount_path",
         ["/var/run/nvidia-container-devices/all", "/var/run/nvidia-container-devicesall"],

@@ -143,3 +143,21 @@ def test_kueue_flavors_the_policy_contradicts_are_listed_by_name_with_why() -> N
     ]
     assert "KUEUE FLAVORS" not in audit_text(found)
     assert audit_data(found)["kueueFlavors"] == []
+
+
+def test_namespaces_below_pod_security_baseline_are_listed_with_why() -> None:
+    found = outcome(*FINDINGS)
+    below = {"ml": "no pod-security.kubernetes.io/enforce label: the cluster's default"}
+    with_below = AuditOutcome(
+        found.policy, found.scope, found.summary, found.findings, below_baseline=below
+    )
+
+    text = audit_text(with_below)
+
+    assert "\nNAMESPACES BELOW POD SECURITY BASELINE (1): " in text
+    assert "\n  ml: no pod-security.kubernetes.io/enforce label" in text
+    assert audit_data(with_below)["belowPodSecurityBaseline"] == [
+        {"namespace": "ml", "reason": below["ml"]}
+    ]
+    assert "POD SECURITY" not in audit_text(found)
+    assert audit_data(found)["belowPodSecurityBaseline"] == []

@@ -139,3 +139,26 @@ def test_pods_and_workloads_without_a_controller_are_judged(engine: Engine) -> N
 
     assert check.decide(pod, POD) == "judge"  # pods are always judged, owned or not
     assert check.decide(owned("Deployment", "d"), kind_of(engine, "Deployment")) == "judge"
+
+
+def test_readiness_names_the_namespaces_the_last_audit_found_below_baseline(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    audit = PeriodicAudit(None, lambda: engine, 60, AuditMetrics(CollectorRegistry()))
+    before = audit.pod_security_readiness()
+
+    audit._report_pod_security({"ml": "pod-security.kubernetes.io/enforce=privileged"})
+    audit._report_pod_security({"ml": "pod-security.kubernetes.io/enforce=privileged"})
+    named = audit.pod_security_readiness()
+    audit._report_pod_security({})
+    mended = audit.pod_security_readiness()
+
+    assert before == (True, "not audited yet")
+    assert named == (
+        True,
+        "opted-in namespaces below Pod Security baseline: "
+        "ml (pod-security.kubernetes.io/enforce=privileged)",
+    )
+    assert mended == (True, "every opted-in namespace enforces baseline or restricted")
+    warnings = [r for r in caplog.records if "Pod Security baseline" in r.getMessage()]
+    assert len(warnings) == 1  # once per change, not once per run

@@ -166,6 +166,7 @@ def _audit(args: argparse.Namespace) -> int:
         findings=run.findings,
         unlisted=run.unlisted,
         flavors=run.flavors,
+        below_baseline=run.below_baseline,
     )
     sys.stdout.write(_render(outcome, args.output, args.only_denied))
     if POD.kind in run.unlisted:

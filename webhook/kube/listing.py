@@ -121,10 +121,21 @@ Progress = Callable[[TemplateKind, int], None]
 
 def namespaces_in_scope(api: Any, label: tuple[str, str] | None) -> list[str]:
     """The names of the namespaces carrying ``label`` (key, value); every namespace when None."""
+    return sorted(namespace_labels(api, label))
+
+
+def namespace_labels(api: Any, label: tuple[str, str] | None) -> dict[str, dict[str, Any]]:
+    """The labels of each namespace carrying ``label`` (key, value), by name; of every
+    namespace when None."""
     core: Any = client.CoreV1Api(api)
     selector = None if label is None else f"{label[0]}={label[1]}"
-    names = [_name(item) for item in _objects(core.list_namespace, label_selector=selector)]
-    return sorted(name for name in names if name)
+    found: dict[str, dict[str, Any]] = {}
+    for item in _objects(core.list_namespace, label_selector=selector):
+        name = _name(item)
+        labels = (item.get("metadata") or {}).get("labels")
+        if name:
+            found[name] = labels if isinstance(labels, dict) else {}
+    return found
 
 
 def list_kind(

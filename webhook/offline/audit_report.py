@@ -67,6 +67,8 @@ class AuditOutcome:
     unlisted: Mapping[str, str] = field(default_factory=dict)
     flavors: Mapping[str, Sequence[str]] = field(default_factory=dict)
     """Kueue ResourceFlavor -> what it says that the policy contradicts."""
+    below_baseline: Mapping[str, str] = field(default_factory=dict)
+    """Namespace audited -> why Pod Security is not known to enforce `baseline` in it."""
 
 
 def audit_data(outcome: AuditOutcome) -> dict[str, Any]:
@@ -94,6 +96,10 @@ def audit_data(outcome: AuditOutcome) -> dict[str, Any]:
         "kueueFlavors": [
             {"name": name, "contradictions": [shorten(c, MESSAGE_LIMIT) for c in found]}
             for name, found in outcome.flavors.items()
+        ],
+        "belowPodSecurityBaseline": [
+            {"namespace": namespace, "reason": why}
+            for namespace, why in outcome.below_baseline.items()
         ],
         "results": [finding_data(f) for f in outcome.findings],
     }
@@ -160,6 +166,14 @@ def audit_text(outcome: AuditOutcome, *, only_denied: bool = False) -> str:
             f"  ResourceFlavor {name!r}: {shorten('; '.join(found), MESSAGE_LIMIT)}"
             for name, found in outcome.flavors.items()
         ]
+    if outcome.below_baseline:
+        lines += [
+            "",
+            f"NAMESPACES BELOW POD SECURITY BASELINE ({len(outcome.below_baseline):,}): "
+            "hostPath volumes and privileged containers of the pods no webhook judges are "
+            "not refused there",
+        ]
+        lines += [f"  {namespace}: {why}" for namespace, why in outcome.below_baseline.items()]
     for namespace, reason in outcome.scope.not_audited.items():
         lines += ["", f"not audited: namespace {namespace!r}: {reason}"]
     for kind, reason in outcome.unlisted.items():

@@ -47,6 +47,7 @@ from webhook.engine import Engine, kueue_flavors
 from webhook.engine.dra.api import GROUP as DRA_GROUP
 from webhook.engine.dra.api import VERSION as DRA_VERSION
 from webhook.engine.inventory import Inventory
+from webhook.engine.pod_security import below_baseline
 from webhook.engine.templates import POD, TemplateKind
 from webhook.install.configurations import ALWAYS_EXEMPT_NAMESPACES
 from webhook.kube.api_errors import (
@@ -60,6 +61,7 @@ from webhook.kube.listing import (
     TooLarge,
     list_cluster_objects,
     list_kind,
+    namespace_labels,
     namespaces_in_scope,
     preferred_versions,
     read_dra_inventory,
@@ -114,6 +116,9 @@ class AuditRun:
     flavors: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Kueue ResourceFlavor -> what it says that the policy contradicts (only those that
     say something; none where Kueue is not installed)."""
+    below_baseline: dict[str, str] = field(default_factory=dict)
+    """Namespace audited -> why Pod Security is not known to enforce `baseline` in it
+    (webhook.engine.pod_security)."""
 
 
 def never_audited(service_namespace: str | None) -> frozenset[str]:
@@ -129,9 +134,17 @@ def namespaces_to_audit(
 ) -> tuple[str, ...]:
     """The namespaces carrying the policy's opt-in label (every one with
     `all_namespaces`), less those never audited (``never_audited``)."""
+    return tuple(_labels_of_namespaces_to_audit(api, engine, all_namespaces, service_namespace))
+
+
+def _labels_of_namespaces_to_audit(
+    api: Any, engine: Engine, all_namespaces: bool, service_namespace: str | None
+) -> dict[str, dict[str, Any]]:
+    """``namespaces_to_audit``, by name in order, each with its labels."""
     label = None if all_namespaces else engine.policy.namespace_opt_in
     skipped = never_audited(service_namespace)
-    return tuple(n for n in namespaces_in_scope(api, label) if n not in skipped)
+    labelled = namespace_labels(api, label)
+    return {n: labelled[n] for n in sorted(labelled) if n not in skipped}
 
 
 def out_of_scope(
@@ -244,7 +257,8 @@ def _run_of(
 ) -> AuditRun:
     """The run of the namespaces to audit, narrowed to `only` (those named out of scope
     left in ``not_audited``), each counted in its summary."""
-    namespaces = namespaces_to_audit(api, engine, all_namespaces, service_namespace)
+    labelled = _labels_of_namespaces_to_audit(api, engine, all_namespaces, service_namespace)
+    namespaces = tuple(labelled)
     not_audited: dict[str, str] = {}
     if only is not None:
         named = tuple(dict.fromkeys(only))
@@ -254,6 +268,11 @@ def _run_of(
         )  # fmt: skip
         namespaces = tuple(n for n in namespaces if n in frozenset(named))
     run = AuditRun(namespaces, not_audited=not_audited)
+    run.below_baseline = {
+        namespace: why
+        for namespace in namespaces
+        if (why := below_baseline(labelled[namespace])) is not None
+    }
     for namespace in namespaces:
         run.summary.include_namespace(namespace)
     return run

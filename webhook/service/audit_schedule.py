@@ -135,6 +135,7 @@ class PeriodicAudit:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._publishing: bool | None = None
+        self._below_baseline: dict[str, str] | None = None
 
     @property
     def service_namespace(self) -> str | None:
@@ -206,12 +207,34 @@ class PeriodicAudit:
                 "unlisted": run.unlisted,
             },
         )
+        self._report_pod_security(run.below_baseline)
         for flavor, found in run.flavors.items():
             log.warning(
                 "a Kueue ResourceFlavor contradicts the policy",
                 extra={"flavor": flavor, "contradictions": list(found)},
             )
         return run
+
+    def _report_pod_security(self, below: dict[str, str]) -> None:
+        """Logged when the set changes; kept for ``pod_security_readiness``."""
+        if below != self._below_baseline and below:
+            log.warning(
+                "opted-in namespaces do not enforce Pod Security baseline: hostPath volumes "
+                "and privileged containers of the pods no webhook judges are not refused there",
+                extra={"namespaces": below},
+            )
+        self._below_baseline = dict(below)
+
+    def pod_security_readiness(self) -> tuple[bool, str]:
+        """A ``/readyz`` check, always ready: the opted-in namespaces the last audit found
+        without Pod Security `baseline`."""
+        below = self._below_baseline
+        if below is None:
+            return True, "not audited yet"
+        if not below:
+            return True, "every opted-in namespace enforces baseline or restricted"
+        named = "; ".join(f"{namespace} ({why})" for namespace, why in below.items())
+        return True, f"opted-in namespaces below Pod Security baseline: {named}"
 
     def _report_publishing(self, publishing: bool) -> None:
         if publishing == self._publishing:

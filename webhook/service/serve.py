@@ -152,6 +152,8 @@ def serve(policy: Policy, settings: ServeSettings) -> None:
     inventory = _live_inventory(policy, settings, engine, readiness, metrics)
     api = _audit_api(settings, inventory)
     audit = _periodic_audit(settings, api, engine, inventory, metrics)
+    if audit is not None:
+        readiness.checks["pod-security"] = audit.pod_security_readiness
     scope = _webhook_scope(
         inventory.api if inventory is not None else api, engine, readiness, metrics
     )
