@@ -15,9 +15,11 @@ import pytest
 
 from tests.differential.matching import MatchingOracle
 from tests.differential.oracle import PlacementOracle
+from tests.differential.toolkit import ToolkitOracle
 from tests.e2e.build_controlplane import (
     MATCHING_ORACLE,
     ORACLE,
+    TOOLKIT_ORACLE,
     Binary,
     BuildFailed,
     GoToolchainMissing,
@@ -47,3 +49,9 @@ def oracle() -> Iterator[PlacementOracle]:
 def matching_oracle() -> Iterator[MatchingOracle]:
     with MatchingOracle(built(MATCHING_ORACLE)) as matching:
         yield matching
+
+
+@pytest.fixture(scope="session")
+def toolkit_oracle() -> Iterator[ToolkitOracle]:
+    with ToolkitOracle(built(TOOLKIT_ORACLE)) as toolkit:
+        yield toolkit

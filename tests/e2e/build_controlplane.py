@@ -41,6 +41,7 @@ CNI_PLUGINS_MODULE = "github.com/containernetworking/plugins"
 CONTAINERD_TAGS = "no_btrfs,no_devmapper,no_zfs,no_aufs"
 ORACLE_MODULE_DIR = Path(__file__).resolve().parents[1] / "differential" / "oracle"
 MATCHING_MODULE_DIR = Path(__file__).resolve().parents[1] / "differential" / "matching"
+TOOLKIT_MODULE_DIR = Path(__file__).resolve().parents[1] / "differential" / "toolkit"
 ORACLE_SOURCES = ("go.mod", "go.sum", "main.go")
 HELM_MODULE = "helm.sh/helm/v4"
 KUEUE_MODULE = "sigs.k8s.io/kueue"
@@ -128,7 +129,15 @@ ORACLE = Binary("placement-oracle", "gpu-admission/tests/differential/oracle", 1
 MATCHING_ORACLE = Binary(
     "matching-oracle", "gpu-admission/tests/differential/matching", 1.6, MATCHING_MODULE_DIR
 )
-ORACLES = (ORACLE, MATCHING_ORACLE)
+# The NVIDIA Container Toolkit's reading of device requests: its module path lies under
+# the toolkit's, so that Go lets it import the toolkit's internal package.
+TOOLKIT_ORACLE = Binary(
+    "toolkit-oracle",
+    "github.com/NVIDIA/nvidia-container-toolkit/gpu-admission-oracle",
+    0.3,
+    TOOLKIT_MODULE_DIR,
+)
+ORACLES = (ORACLE, MATCHING_ORACLE, TOOLKIT_ORACLE)
 
 
 def required_version(module: str, module_dir: Path) -> str:
