@@ -355,6 +355,33 @@ def test_the_pdb_priority_classes_and_network_policy_can_be_left_out(helm: Path)
     assert not kinds & {"PodDisruptionBudget", "PriorityClass", "NetworkPolicy"}
 
 
+def test_the_tenants_flow_control_can_be_tuned_or_left_out(helm: Path) -> None:
+    tuned = template(
+        helm,
+        *sets(
+            "flowControl.nominalConcurrencyShares=40",
+            "flowControl.queues=128",
+            "flowControl.handSize=8",
+            "flowControl.queueLengthLimit=100",
+            "flowControl.matchingPrecedence=1200",
+        ),
+    )
+    left_out = template(helm, *sets("flowControl.enabled=false"))
+
+    [level] = [o for o in tuned if o["kind"] == "PriorityLevelConfiguration"]
+    [schema] = [o for o in tuned if o["kind"] == "FlowSchema"]
+    assert level["spec"]["limited"]["nominalConcurrencyShares"] == 40
+    assert level["spec"]["limited"]["limitResponse"]["queuing"] == {
+        "queues": 128,
+        "handSize": 8,
+        "queueLengthLimit": 100,
+    }
+    assert schema["spec"]["matchingPrecedence"] == 1200
+    assert schema["spec"]["distinguisherMethod"] == {"type": "ByNamespace"}
+    assert "namespace" not in level["metadata"] and "namespace" not in schema["metadata"]
+    assert not {o["kind"] for o in left_out} & {"FlowSchema", "PriorityLevelConfiguration"}
+
+
 def helm_values(policy: Path, tmp_path: Path) -> Path:
     """What `gpu-admission manifests helm-values --policy POLICY` prints, as a file."""
     values = tmp_path / f"{policy.stem}-values.yaml"

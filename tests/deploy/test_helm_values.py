@@ -423,8 +423,10 @@ CLUSTER_SCOPED = {
     "ClusterRole",
     "ClusterRoleBinding",
     "CustomResourceDefinition",
+    "FlowSchema",
     "MutatingWebhookConfiguration",
     "PriorityClass",
+    "PriorityLevelConfiguration",
     "ValidatingWebhookConfiguration",
 }
 

@@ -39,6 +39,7 @@ class Tenant:
     controlplane: ControlPlane
     namespace: str
     kubeconfig: Path
+    token: str
 
     def kubectl(
         self, *args: str, input: str | None = None, check: bool = True
@@ -91,4 +92,4 @@ def make_tenant(controlplane: ControlPlane, namespace: str, directory: Path) -> 
         token=token,
         user=f"system:serviceaccount:{namespace}:tenant",
     )
-    return Tenant(controlplane, namespace, kubeconfig)
+    return Tenant(controlplane, namespace, kubeconfig, token)

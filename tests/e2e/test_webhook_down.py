@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from .admission_fixtures import REPO, example
+from .apiserver_metrics import scraped
 from .controlplane import ControlPlane
 from .webhook_server import WebhookServer
 
@@ -156,23 +157,6 @@ spec:
       resource: {name: cpu, target: {type: Utilization, averageUtilization: 80}}
 """
 ALERTS = REPO / "deploy" / "monitoring" / "alerts.yaml"
-
-
-SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>.*)\})? (?P<value>\S+)")
-LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-
-
-def scraped(controlplane: ControlPlane) -> dict[str, list[tuple[dict[str, str], float]]]:
-    """kube-apiserver's own /metrics: each sample's labels and value, by the name it is
-    exposed under (the one a PromQL expression reads)."""
-    found: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for line in controlplane.kubectl("get", "--raw", "/metrics").stdout.splitlines():
-        sample = SAMPLE.match(line)
-        if sample is None:
-            continue  # a comment, or nothing
-        labels = dict(LABEL.findall(sample["labels"] or ""))
-        found.setdefault(sample["name"], []).append((labels, float(sample["value"])))
-    return found
 
 
 def test_kube_apiserver_counts_the_failed_calls_its_alerts_read(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -56,14 +57,24 @@ async def hello(scope: dict[str, object], receive: object, send: object) -> None
 
 @asynccontextmanager
 async def gated(
-    contexts: tuple[ssl.SSLContext, ssl.SSLContext], rate: SourceRate, refused: list[str]
+    contexts: tuple[ssl.SSLContext, ssl.SSLContext],
+    rate: SourceRate,
+    refused: list[str],
+    max_wait: float = 0.0,
+    delayed: list[None] | None = None,
 ) -> AsyncIterator[Live]:
     server_context, client_context = contexts
     limits = EdgeLimits(handshake_seconds=0.5)
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     gate = gated_tls(
-        guarded_protocol(limits), server_context, rate, limits.handshake_seconds, refused.append
+        guarded_protocol(limits),
+        server_context,
+        rate,
+        limits.handshake_seconds,
+        refused.append,
+        max_wait=max_wait,
+        on_delayed=None if delayed is None else lambda: delayed.append(None),
     )
     config = uvicorn.Config(
         hello, http=gate, lifespan="off", log_config=None, timeout_graceful_shutdown=1
@@ -103,6 +114,62 @@ def test_a_source_past_its_allowance_is_closed_before_the_handshake_and_others_a
 
 
 @pytest.mark.parametrize("loop", LOOPS)
+def test_connections_past_the_burst_wait_for_their_turn_and_are_served_not_cut(
+    contexts: tuple[ssl.SSLContext, ssl.SSLContext], loop: str
+) -> None:
+    """Every tenant's review comes from kube-apiserver's one address: a burst of its
+    connections is slowed down to the pace, not cut."""
+
+    async def scenario() -> None:
+        refused: list[str] = []
+        delayed: list[None] = []
+        rate = SourceRate(per_second=10, burst=2)
+        async with gated(contexts, rate, refused, max_wait=1.0, delayed=delayed) as server:
+            started = time.monotonic()
+
+            async def one() -> tuple[int, bytes]:
+                return await exchange(await server.connect(KUBE_APISERVER), GET)
+
+            answers = await asyncio.gather(*(one() for _ in range(8)))
+            took = time.monotonic() - started
+
+        assert answers == [(200, b"https")] * 8
+        assert refused == []
+        assert len(delayed) == 6
+        assert took >= 0.5  # six turns at ten a second
+
+    with asyncio.Runner(loop_factory=LOOPS[loop]) as runner:
+        runner.run(asyncio.wait_for(scenario(), 30))
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_connection_that_would_wait_past_the_bound_is_cut_and_a_gone_one_gives_its_turn_up(
+    contexts: tuple[ssl.SSLContext, ssl.SSLContext], loop: str
+) -> None:
+    async def scenario() -> None:
+        refused: list[str] = []
+        rate = SourceRate(per_second=2, burst=1)
+        async with gated(contexts, rate, refused, max_wait=0.6) as server:
+            first = await server.connect(TENANT)
+            # Waits 0.5 s for its turn, and goes away before it comes.
+            _, gone = await asyncio.open_connection(
+                "127.0.0.1", server.port, local_addr=(TENANT, 0)
+            )
+            gone.close()
+            with pytest.raises((ConnectionError, ssl.SSLError, asyncio.IncompleteReadError)):
+                await server.connect(TENANT)  # its turn would be 1 s away
+            served = await exchange(first, GET)
+            await asyncio.sleep(0.7)  # the gone one's turn passes unused
+            again = await exchange(await server.connect(KUBE_APISERVER), GET)
+
+        assert served == again == (200, b"https")
+        assert refused == [SOURCE_RATE]
+
+    with asyncio.Runner(loop_factory=LOOPS[loop]) as runner:
+        runner.run(asyncio.wait_for(scenario(), 30))
+
+
+@pytest.mark.parametrize("loop", LOOPS)
 def test_a_connection_that_never_starts_its_handshake_is_closed_in_time(
     contexts: tuple[ssl.SSLContext, ssl.SSLContext], loop: str
 ) -> None:
@@ -125,6 +192,17 @@ def test_a_source_gets_its_burst_at_once_then_its_rate() -> None:
     assert rate.admit("b")
     clock.now = 0.5
     assert [rate.admit("a") for _ in range(2)] == [True, False]
+
+
+def test_a_reservation_past_the_burst_waits_a_turn_more_each_and_none_past_the_bound() -> None:
+    clock = ManualClock()
+    rate = SourceRate(per_second=4, burst=2, clock=clock)
+
+    waits = [rate.reserve("a", max_wait=0.5) for _ in range(5)]
+
+    assert waits == [0.0, 0.0, 0.25, 0.5, None]
+    clock.now = 1.0  # four tokens more: the two reserved ahead are paid back first
+    assert [rate.reserve("a", max_wait=0.0) for _ in range(3)] == [0.0, 0.0, None]
 
 
 def test_sources_whose_bucket_is_full_again_are_forgotten_past_the_table_size() -> None:

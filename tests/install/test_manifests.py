@@ -48,9 +48,11 @@ Objects = list[dict[str, Any]]
 CLUSTER_SCOPED = {
     "ClusterRole",
     "ClusterRoleBinding",
+    "FlowSchema",
     "MutatingWebhookConfiguration",
     "Namespace",
     "PriorityClass",
+    "PriorityLevelConfiguration",
     "ValidatingWebhookConfiguration",
 }
 
@@ -293,6 +295,8 @@ def test_every_variant_has_every_object_of_a_deployment(
             ("ClusterRole", "gpu-admission"),
             ("ClusterRoleBinding", "gpu-admission"),
             ("Deployment", "gpu-admission"),
+            ("FlowSchema", "gpu-admission-tenant-pod-writes"),
+            ("PriorityLevelConfiguration", "gpu-admission-tenant-pod-writes"),
             ("MutatingWebhookConfiguration", "gpu-admission"),
             ("Namespace", "gpu-admission"),
             ("NetworkPolicy", "gpu-admission"),

@@ -158,7 +158,8 @@ def _add_serve_command(commands: Commands) -> None:
         default=50.0,
         metavar="PER_SECOND",
         help="new TLS connections one source address may open a second, after a burst of "
-        "four times as many; past that they are closed before their handshake (default: 50)",
+        "four times as many; past that they wait their turn, up to 1 s, before their "
+        "handshake, and are closed past that (default: 50)",
     )
     add_audit_interval_option(serve)
     serve.set_defaults(run=_serve)

@@ -34,8 +34,9 @@ On shutdown, connections waiting for a request are aborted at once, so that ``se
 stops in a moment instead of waiting out its grace period.
 
 TLS handshakes happen before this protocol sees the connection: ``webhook.http.tls_gate``
-bounds them (``new_connections_per_second`` and ``new_connection_burst`` per source
-address, refused before the handshake; ``handshake_seconds``).
+paces them (``new_connections_per_second`` and ``new_connection_burst`` per source
+address, a connection past them waiting up to ``new_connection_wait_seconds`` for its
+turn before its handshake, refused past that; ``handshake_seconds``).
 """
 
 from __future__ import annotations
@@ -71,9 +72,12 @@ class EdgeLimits:
     """A TLS handshake not done by then is closed (asyncio's own deadline is 60 s)."""
     new_connections_per_second: float = 50.0
     """New connections one source address may open a second, after its burst; past that
-    they are closed before their TLS handshake (``webhook.http.tls_gate``)."""
+    they wait for their turn (``webhook.http.tls_gate``)."""
     new_connection_burst: int = 200
     """New connections one source address may open at once."""
+    new_connection_wait_seconds: float = 1.0
+    """How long a connection past its source's allowance may wait for its turn before it
+    is closed instead: well inside the webhooks' 3 s timeout, which it counts against."""
 
 
 #: Why a connection was cut off: what ``on_cut`` is told.

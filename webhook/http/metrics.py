@@ -24,6 +24,10 @@ only what it saw. The series:
   own (``webhook.http.limits``): ``idle``, ``head_timeout``, ``head_too_large``,
   ``body_timeout``, ``evicted`` (an older connection waiting for a request, closed to
   make room) or ``no_room`` (a new connection while every other one was busy).
+- ``gpu_admission_connections_delayed_total``: new connections past their source
+  address's allowance that waited for their turn before their TLS handshake
+  (``webhook.http.tls_gate``); those that would have waited too long are cut as
+  ``source_rate``.
 - ``gpu_admission_review_worker_restarts_total{reason}``: review workers replaced
   (``webhook.http.offload``): ``deadline`` (killed, stuck past its deadline) or ``died``.
 - ``gpu_admission_certificate_expiry_timestamp_seconds``: when the serving certificate
@@ -125,6 +129,11 @@ class Metrics:
             ["reason"],
             registry=self.registry,
         )
+        self.connections_delayed = Counter(
+            "gpu_admission_connections_delayed",
+            "New connections that waited for their source's turn before their TLS handshake.",
+            registry=self.registry,
+        )
         self.worker_restarts = Counter(
             "gpu_admission_review_worker_restarts",
             "Review workers replaced, by reason: deadline (stuck, killed) or died.",
@@ -170,6 +179,10 @@ class Metrics:
     def connection_cut(self, reason: str) -> None:
         """The server closed a connection on its own (a timeout, a cap)."""
         self.connections_cut.labels(reason=reason).inc()
+
+    def connection_delayed(self) -> None:
+        """A new connection waited for its source's turn (``webhook.http.tls_gate``)."""
+        self.connections_delayed.inc()
 
     def worker_restarted(self, reason: str) -> None:
         """A review worker was replaced (``webhook.http.offload``)."""

@@ -46,8 +46,13 @@ CLUSTER_SCOPED = frozenset(
         "PriorityClass",
         "MutatingWebhookConfiguration",
         "ValidatingWebhookConfiguration",
+        "FlowSchema",
+        "PriorityLevelConfiguration",
     }
 )
+FLOW_CONTROL = "flowcontrol"
+"""The base's folder of cluster-scoped flow control objects, listed beside the base (not
+in it) by the kustomizations, and applied by install after the base's own."""
 WEBHOOK_KINDS = frozenset({"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"})
 
 
@@ -65,17 +70,21 @@ def base_directory() -> Path:
 
 def base_objects(base: Path | None = None) -> list[dict[str, Any]]:
     """The objects of the kustomize base, in its resources order (generators excluded),
-    with the namespace set on namespaced ones as kustomize's `namespace:` does."""
+    with the namespace set on namespaced ones as kustomize's `namespace:` does; then
+    those of its flow control folder."""
     base = base or base_directory()
-    kustomization = yaml.safe_load((base / "kustomization.yaml").read_text("utf-8"))
     objects: list[dict[str, Any]] = []
-    for resource in kustomization.get("resources", []):
-        for document in yaml.safe_load_all((base / resource).read_text("utf-8")):
-            if not document:
-                continue
-            if document["kind"] not in CLUSTER_SCOPED:
-                document.setdefault("metadata", {})["namespace"] = NAMESPACE
-            objects.append(document)
+    for folder in (base, base / FLOW_CONTROL):
+        if not (folder / "kustomization.yaml").is_file():
+            continue
+        kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text("utf-8"))
+        for resource in kustomization.get("resources", []):
+            for document in yaml.safe_load_all((folder / resource).read_text("utf-8")):
+                if not document:
+                    continue
+                if document["kind"] not in CLUSTER_SCOPED:
+                    document.setdefault("metadata", {})["namespace"] = NAMESPACE
+                objects.append(document)
     return objects
 
 

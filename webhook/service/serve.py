@@ -324,7 +324,15 @@ def _admission_server(
     metrics.expect_cuts((*CUT_REASONS, SOURCE_RATE))
     protocol = guarded_protocol(limits, metrics.connection_cut)
     rate = SourceRate(limits.new_connections_per_second, limits.new_connection_burst)
-    gate = gated_tls(protocol, context, rate, limits.handshake_seconds, metrics.connection_cut)
+    gate = gated_tls(
+        protocol,
+        context,
+        rate,
+        limits.handshake_seconds,
+        metrics.connection_cut,
+        max_wait=limits.new_connection_wait_seconds,
+        on_delayed=metrics.connection_delayed,
+    )
     config = uvicorn.Config(
         app,
         host=settings.host,
