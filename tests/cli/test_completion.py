@@ -1,4 +1,4 @@
-"""`gpu-admission completion bash|zsh` (webhook/cli/completion.py), run by a real shell."""
+"""`gpu-admission completion bash|zsh|fish` (webhook/cli/completion.py), run by a real shell."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ Capture = pytest.CaptureFixture[str]
 
 needs_bash = pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
 needs_zsh = pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
+needs_fish = pytest.mark.skipif(shutil.which("fish") is None, reason="fish is not installed")
 
 COMPLETE = """
 complete_line() {
@@ -102,7 +103,7 @@ class TestBash:
             "junit",
         ]
         assert completed(bash_script, ["check", "-o", "j"]) == ["json", "junit"]
-        assert completed(bash_script, ["completion", ""]) == ["bash", "zsh"]
+        assert completed(bash_script, ["completion", ""]) == ["bash", "zsh", "fish"]
 
     def test_files_are_offered_where_a_file_is_taken_and_folders_where_a_folder_is(
         self, bash_script: Path, tmp_path: Path
@@ -168,8 +169,69 @@ def test_zsh_registers_the_function_through_its_bash_layer_and_runs_it(
         "complete -F _gpu_admission gpu-admission",
         "text json yaml junit",
         "validate schema test",
-        "-h --help --policy --output -o --warnings-exit-code",
+        "-h --help -f --filename --policy --output -o --detailed -v --verbose --only-denied "
+        "--warnings-exit-code --print-schema",
     ]
+
+
+def fish_completed(script_path: Path, line: str, cwd: Path | None = None) -> list[str]:
+    """What fish, with the script sourced, offers for `line` (its candidates, without
+    their descriptions)."""
+    done = subprocess.run(
+        ["fish", "--no-config", "-c", f"source {script_path}; complete -C '{line}'"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=cwd,
+    )
+    assert done.stderr == ""
+    return [candidate.split("\t", 1)[0] for candidate in done.stdout.splitlines()]
+
+
+@needs_fish
+class TestFish:
+    @pytest.fixture
+    def fish_script(self, tmp_path: Path, capsys: Capture) -> Path:
+        path = tmp_path / "gpu-admission.fish"
+        path.write_text(script("fish", capsys), "utf-8")
+        return path
+
+    def test_the_first_word_is_a_command_and_a_group_offers_its_subcommands(
+        self, fish_script: Path
+    ) -> None:
+        assert fish_completed(fish_script, "gpu-admission che") == ["check"]
+        assert fish_completed(fish_script, "gpu-admission policy ") == [
+            "schema",
+            "test",
+            "validate",
+        ]
+
+    def test_an_option_with_choices_offers_them(self, fish_script: Path) -> None:
+        assert fish_completed(fish_script, "gpu-admission check -o ") == [
+            "json",
+            "junit",
+            "text",
+            "yaml",
+        ]
+        assert fish_completed(fish_script, "gpu-admission completion ") == ["bash", "fish", "zsh"]
+
+    def test_files_are_offered_where_a_file_is_taken(
+        self, fish_script: Path, tmp_path: Path
+    ) -> None:
+        (tmp_path / "apps").mkdir()
+        (tmp_path / "app.yaml").write_text("", "utf-8")
+
+        assert fish_completed(fish_script, "gpu-admission check ap", tmp_path) == [
+            "app.yaml",
+            "apps/",
+        ]
+        assert fish_completed(fish_script, "gpu-admission serve ap", tmp_path) == []
+
+    def test_an_options_value_is_not_taken_for_a_command(self, fish_script: Path) -> None:
+        offered = fish_completed(fish_script, "gpu-admission check --policy policy --")
+
+        assert "--warnings-exit-code" in offered
+        assert "--run" not in offered  # `policy test`'s, which `policy` here is not
 
 
 def test_the_script_covers_every_command_of_the_parser(capsys: Capture) -> None:

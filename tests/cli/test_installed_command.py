@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
 import socket
 import subprocess
@@ -165,6 +166,21 @@ def test_version_is_that_of_the_installed_distribution(gpu_admission: GpuAdmissi
     result = gpu_admission("--version")
 
     assert (result.returncode, result.stdout) == (0, f"gpu-admission {version('gpu-admission')}\n")
+
+
+def test_the_version_command_says_the_same_and_more_for_scripts(
+    gpu_admission: GpuAdmission,
+) -> None:
+    text = gpu_admission("version")
+    as_json = gpu_admission("version", "-o", "json")
+    as_yaml = gpu_admission("version", "--output", "yaml")
+
+    assert (text.returncode, text.stdout) == (0, f"gpu-admission {version('gpu-admission')}\n")
+    info = json.loads(as_json.stdout)
+    assert info["version"] == version("gpu-admission")
+    assert info["admissionReview"] == "admission.k8s.io/v1"
+    assert info["python"] == platform.python_version()
+    assert yaml.safe_load(as_yaml.stdout) == info
 
 
 def test_help_lists_every_command(gpu_admission: GpuAdmission) -> None:

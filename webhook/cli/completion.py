@@ -1,4 +1,4 @@
-"""`gpu-admission completion bash|zsh`: a shell completion script made from the parser.
+"""`gpu-admission completion bash|zsh|fish`: a shell completion script made from the parser.
 
 The script is generated from the argparse tree of every command, so it completes what
 the command takes today: commands and subcommands, each command's options, the
@@ -6,10 +6,13 @@ choices of an option or argument (`--output text|json|yaml|junit`), file and fol
 names where a file or a folder of them is taken (`check FILE`, `policy test FILE|DIR`),
 and folder names alone where only a folder is (a metavar DIR). It runs no Python at
 completion time, so a Tab costs nothing. zsh runs the same function through its bash
-completion layer (bashcompinit).
+completion layer (bashcompinit). fish gets `complete` lines of its own, each guarded by
+the command typed so far (a small function of the script finds it, skipping options and
+their values, as the bash function does).
 
     source <(gpu-admission completion bash)          # ~/.bashrc
     source <(gpu-admission completion zsh)           # ~/.zshrc, after compinit
+    gpu-admission completion fish > ~/.config/fish/completions/gpu-admission.fish
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SHELLS = ("bash", "zsh")
+SHELLS = ("bash", "zsh", "fish")
 FUNCTION = "_gpu_admission"
 FOLDER_METAVARS = frozenset({"DIR", "DIRECTORY", "FOLDER"})
 FILE_METAVARS = frozenset({"FILE", "PATH"})
@@ -46,10 +49,11 @@ def add_completion_command(
     completion = commands.add_parser(
         "completion",
         help="print a shell completion script",
-        description="Print a completion script for bash or zsh. Load it with "
+        description="Print a completion script for bash, zsh or fish. Load it with "
         "`source <(gpu-admission completion bash)` in ~/.bashrc (zsh: in ~/.zshrc, "
         "after compinit), or save the bash one as "
-        "/etc/bash_completion.d/gpu-admission.",
+        "/etc/bash_completion.d/gpu-admission; fish: save it as "
+        "~/.config/fish/completions/gpu-admission.fish.",
     )
     completion.add_argument("shell", choices=SHELLS)
     completion.set_defaults(run=_completion)
@@ -59,8 +63,8 @@ def _completion(args: argparse.Namespace) -> int:
     from webhook.cli.main import PROG, full_parser
 
     specs = list(command_specs(full_parser()))
-    script = bash_script(PROG, specs) if args.shell == "bash" else zsh_script(PROG, specs)
-    print(script, end="")
+    scripts = {"bash": bash_script, "zsh": zsh_script, "fish": fish_script}
+    print(scripts[args.shell](PROG, specs), end="")
     return 0
 
 
@@ -168,6 +172,66 @@ def zsh_script(prog: str, specs: list[CommandSpec]) -> str:
             function.split("\n", 2)[2],
         ]
     )
+
+
+def fish_script(prog: str, specs: list[CommandSpec]) -> str:
+    """fish `complete` lines for `prog`, each for the command typed so far."""
+    finder = f"__{FUNCTION.lstrip('_')}_command"
+    commands = " ".join(f"'{spec.path} {name}'" for spec in specs for name in spec.subcommands)
+    value_options = " ".join(f"'{spec.path} {option}'" for spec in specs for option in spec.values)
+    lines = [
+        f"# {prog} completion for fish, made by `{prog} completion fish`.",
+        f"# Save it as ~/.config/fish/completions/{prog}.fish",
+        f"function {finder} --description 'the {prog} command typed so far'",
+        "    set -l tokens (commandline -opc)",
+        "    set -l command ''",
+        "    set -l skip 0",
+        "    for token in $tokens[2..-1]",
+        "        if test $skip -eq 1",
+        "            set skip 0",
+        "            continue",
+        "        end",
+        '        set -l key "$command $token"',
+        f"        if contains -- $key {commands}",
+        "            set command (string trim -- $key)",
+        f"        else if contains -- $key {value_options}",
+        "            set skip 1",
+        "        end",
+        "    end",
+        "    echo $command",
+        "end",
+        f"function {finder}_is --description 'whether the command typed so far is $argv[1]'",
+        f"    set -l command ({finder})",
+        '    test "$command" = "$argv[1]"',
+        "end",
+        f"complete -c {prog} -e",
+    ]
+    for spec in specs:
+        when = f"""-n '{finder}_is "{spec.path}"'"""
+        words = _words(spec)
+        if words == "files":
+            lines.append(f"complete -c {prog} {when} -F")
+        elif words == "folders":
+            lines.append(f"complete -c {prog} {when} -f -a '(__fish_complete_directories)'")
+        else:
+            listed = words.removeprefix("words:") if words.startswith("words:") else ""
+            lines.append(f"complete -c {prog} {when} -f" + (f" -a '{listed}'" if listed else ""))
+        lines += [f"complete -c {prog} {when} {_fish_option(spec, o)}" for o in spec.options]
+    return "\n".join(lines) + "\n"
+
+
+def _fish_option(spec: CommandSpec, option: str) -> str:
+    name = f"-l {option[2:]}" if option.startswith("--") else f"-s {option[1:]}"
+    completion = spec.values.get(option)
+    if completion is None:
+        return name
+    if completion == "files":
+        return f"{name} -r -F"
+    if completion == "folders":
+        return f"{name} -x -a '(__fish_complete_directories)'"
+    if completion.startswith("words:"):
+        return f"{name} -x -a '{completion.removeprefix('words:')}'"
+    return f"{name} -x"
 
 
 def _words(spec: CommandSpec) -> Completion:

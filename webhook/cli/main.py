@@ -211,6 +211,12 @@ def _add_completion_command(commands: Commands) -> None:
     add_completion_command(commands)
 
 
+def _add_version_command(commands: Commands) -> None:
+    from webhook.cli.version import add_version_command
+
+    add_version_command(commands)
+
+
 SERVE_HELP = "run the admission service over HTTPS"
 POLICY_HELP = "work with policy files"
 AUDIT_HELP = "judge the pods and workloads already running, as the webhooks would"
@@ -236,6 +242,7 @@ COMMAND_GROUPS: tuple[CommandGroup, ...] = (
     CommandGroup({"manifests": "the kustomize tree in deploy/"}, _add_manifest_commands),
     CommandGroup({"audit": AUDIT_HELP}, _add_audit_commands),
     CommandGroup({"completion": "print a shell completion script"}, _add_completion_command),
+    CommandGroup({"version": "print the installed version"}, _add_version_command),
 )
 
 
