@@ -294,7 +294,7 @@ def test_check_counts_warnings_and_still_exits_0(
 
     assert (result.returncode, detailed.returncode) == (0, 0)
     first, warning, summary = result.stdout.splitlines()
-    assert first == "allowed  Pod/big  big.yaml:1  1 warning"
+    assert first == "allowed  Pod/big  big.yaml:1  mutated: affinity, tolerations, priority; 1 warning"
     assert warning.startswith(
         "    Warning: gpu-admission: gpu-count: pod requests 9 nvidia.com/gpu"
     )
@@ -317,7 +317,8 @@ def test_check_warns_of_an_unknown_field_in_text_and_json(gpu_admission: GpuAdmi
     )
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout == (
-        "allowed  Pod/trainer  typo.yaml:1  1 warning\n"
+        "allowed  Pod/trainer  typo.yaml:1  mutated: affinity, tolerations, priority, "
+        "gpu-limits; 1 warning\n"
         f"    Warning: {warning}\n"
         "1 pod: 1 allowed, 0 denied; 1 warning\n"
     )

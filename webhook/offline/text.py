@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from webhook.engine.mutation_summary import injected
 from webhook.offline.claims_shown import asks_text, pod_claim_text
 from webhook.offline.diff import mutation_diff
 from webhook.offline.documents import ManifestError
@@ -85,9 +86,12 @@ def _where(ref: ObjectRef) -> str:
 
 def _reason(pod: PodEvaluation, warnings: tuple[str, ...]) -> str:
     """The first line of the denial (its first failed rule's first message, as the detailed
-    report shows it), or how many warnings an admitted pod has."""
+    report shows it), or what the mutation injected into an admitted pod and how many
+    warnings it has."""
     if pod.allowed:
-        return _warned(warnings)
+        names = injected(pod.patch)
+        mutated = f"mutated: {', '.join(names)}" if names else ""
+        return "; ".join(part for part in (mutated, _warned(warnings)) if part)
     for outcome in pod.rules:
         if outcome.outcome == "fail" and outcome.messages:
             return _first_line(f"{outcome.rule}: {outcome.messages[0]}")
