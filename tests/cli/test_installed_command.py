@@ -183,6 +183,33 @@ def test_the_version_command_says_the_same_and_more_for_scripts(
     assert yaml.safe_load(as_yaml.stdout) == info
 
 
+def test_check_admitted_prints_the_objects_kubectl_apply_takes_and_the_denials_apart(
+    gpu_admission: GpuAdmission, tmp_path: Path
+) -> None:
+    manifest = tmp_path / "pods.yaml"
+    manifest.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: chat, labels: {gpu-admission.io/workload: "
+        "inference}}\nspec: {containers: [{name: main, image: x}]}\n---\n"
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: greedy, labels: {gpu-admission.io/workload: "
+        "inference}}\nspec: {containers: [{name: main, image: x, resources: {limits: "
+        "{nvidia.com/gpu: 99}}}]}\n",
+        "utf-8",
+    )
+
+    as_yaml = gpu_admission("check", "--admitted", str(manifest))
+    as_json = gpu_admission("check", "--admitted", "-o", "json", str(manifest))
+    junit = gpu_admission("check", "--admitted", "-o", "junit", str(manifest))
+
+    (chat,) = list(yaml.safe_load_all(as_yaml.stdout))
+    assert as_yaml.returncode == 1
+    assert chat["metadata"]["name"] == "chat"
+    assert chat["spec"]["priorityClassName"] == "inference-priority"
+    assert as_yaml.stderr.startswith(f"gpu-admission check: refused: {manifest}:6: ")
+    assert json.loads(as_json.stdout) == {"apiVersion": "v1", "kind": "List", "items": [chat]}
+    assert junit.returncode == 2
+    assert "--admitted prints objects" in junit.stderr
+
+
 def test_help_lists_every_command(gpu_admission: GpuAdmission) -> None:
     result = gpu_admission("--help")
 
@@ -294,7 +321,9 @@ def test_check_counts_warnings_and_still_exits_0(
 
     assert (result.returncode, detailed.returncode) == (0, 0)
     first, warning, summary = result.stdout.splitlines()
-    assert first == "allowed  Pod/big  big.yaml:1  mutated: affinity, tolerations, priority; 1 warning"
+    assert (
+        first == "allowed  Pod/big  big.yaml:1  mutated: affinity, tolerations, priority; 1 warning"
+    )
     assert warning.startswith(
         "    Warning: gpu-admission: gpu-count: pod requests 9 nvidia.com/gpu"
     )

@@ -25,6 +25,7 @@ from webhook.cli.policy_option import add_policy_option, load_engine
 from webhook.errors import PolicyError
 
 if TYPE_CHECKING:
+    from webhook.engine import Engine
     from webhook.offline.cases import CaseResult
     from webhook.offline.documents import ManifestsRead
     from webhook.offline.evaluation import Report
@@ -52,13 +53,16 @@ warning. Other kinds are reported as skipped. A DIR stands for every *.yaml, *.y
 *.json file under it at any depth, in path order, hidden ones left out (as
 kubectl apply -R -f DIR). Warnings are those kubectl would print.
 The text report is a line per object (verdict, kind/namespace/name, the pod
-template of a workload, file:line, the first line of the denial or how many
-warnings) and a summary; --detailed adds each rule's outcome, the placement and
+template of a workload, file:line, the first line of the denial, or what the
+mutation injected and how many warnings) and a summary; --detailed adds each rule's outcome, the placement and
 the mutation. --output json|yaml prints a CheckReport, whose JSON Schema
 `gpu-admission check --print-schema` prints; --output junit prints JUnit XML, a
 testsuite per file and a testcase per pod or pod template. A file that cannot be
 read is an error in every format (a testcase with <error> in JUnit), and the other
-files are still judged.
+files are still judged. --admitted prints the objects instead, as they would be
+admitted (a Pod mutated, a Job's or CronJob's templates mutated, the rest as
+written), for `kubectl apply -f -` or a diff; a refused one is left out and its
+denial printed to standard error.
 Exit status: 0 all allowed, 1 any denial, 2 any unreadable input or a broken
 policy (2 wins over 1); with --warnings-exit-code N, N when all are allowed but
 some with warnings (1 fails a CI job on warnings; a code of its own, such as 3,
@@ -118,6 +122,13 @@ def add_offline_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
         metavar="N",
         help="exit status when every pod is admitted but kubectl would print warnings "
         "(default: 0; 1 to fail on warnings)",
+    )
+    check.add_argument(
+        "--admitted",
+        action="store_true",
+        help="print every object as it would be admitted instead of a report: YAML "
+        "documents (a v1 List with -o json) that `kubectl apply -f -` takes; a refused "
+        "object is left out and its denial printed to standard error",
     )
     _add_print_schema(check, "CheckReport of --output json|yaml")
     check.set_defaults(run=_check)
@@ -210,9 +221,14 @@ def _check(args: argparse.Namespace) -> int:
         engine = load_engine(args.policy)
     except PolicyError as error:
         return _policy_failure(args, "gpu-admission check", error)
+    if args.admitted and args.output == "junit":
+        return _usage_error("check --admitted prints objects: -o yaml (the default) or json")
     read = read_each_manifest(names, sys.stdin)
     report = evaluate(engine, read.documents)
-    sys.stdout.write(_render(report, read, args))
+    if args.admitted:
+        sys.stdout.write(_admitted(engine, read, report, args.output))
+    else:
+        sys.stdout.write(_render(report, read, args))
     for problem in read.errors:
         print(f"gpu-admission: {problem}", file=sys.stderr)
     if read.errors:
@@ -237,6 +253,19 @@ def _render(report: Report, read: ManifestsRead, args: argparse.Namespace) -> st
     if args.detailed:
         return report_text(report, read.errors)
     return report_lines(report, read.errors, only_denied)
+
+
+def _admitted(engine: Engine, read: ManifestsRead, report: Report, output: str) -> str:
+    from webhook.offline.admitted import admitted
+
+    found = admitted(engine, read.documents, report)
+    for denial in found.denials:
+        print(f"gpu-admission check: refused: {denial}", file=sys.stderr)
+    if output == "json":
+        return _dump({"apiVersion": "v1", "kind": "List", "items": found.objects}, "json")
+    from webhook.offline.yaml_text import dump_yaml
+
+    return "---\n".join(dump_yaml(obj) for obj in found.objects)
 
 
 def _dump(data: object, output: str) -> str:
