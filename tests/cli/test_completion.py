@@ -91,7 +91,7 @@ class TestBash:
     def test_options_are_those_of_the_command_so_far(self, bash_script: Path) -> None:
         assert completed(bash_script, ["check", "--"]) == [
             "--help", "--filename", "--policy", "--output", "--detailed", "--verbose",
-            "--only-denied", "--warnings-exit-code", "--print-schema",
+            "--only-denied", "--warnings-exit-code", "--admitted", "--print-schema",
         ]  # fmt: skip
         assert completed(bash_script, ["--v"]) == ["--version"]
 
@@ -130,7 +130,7 @@ class TestBash:
         # `policy` after --policy is that option's value, not the policy command.
         assert completed(bash_script, ["check", "--policy", "policy", "--"]) == [
             "--help", "--filename", "--policy", "--output", "--detailed", "--verbose",
-            "--only-denied", "--warnings-exit-code", "--print-schema",
+            "--only-denied", "--warnings-exit-code", "--admitted", "--print-schema",
         ]  # fmt: skip
 
 
@@ -170,7 +170,7 @@ def test_zsh_registers_the_function_through_its_bash_layer_and_runs_it(
         "text json yaml junit",
         "validate schema test",
         "-h --help -f --filename --policy --output -o --detailed -v --verbose --only-denied "
-        "--warnings-exit-code --print-schema",
+        "--warnings-exit-code --admitted --print-schema",
     ]
 
 

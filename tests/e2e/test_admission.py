@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from webhook.policy import load_default_policy
+
 from .admission_fixtures import EXAMPLES, example
 from .controlplane import ControlPlane
 from .nodes import FLEET, nodes_in_pool
@@ -56,6 +58,10 @@ def test_an_inference_deployment_is_mutated_and_bound_to_inference_nodes(
         assert (
             resources["requests"]["nvidia.com/gpu"] == resources["limits"]["nvidia.com/gpu"] == "1"
         )
+        annotations = pod["metadata"]["annotations"]
+        # Its GPU limit is the manifest's, kube-apiserver defaults the request from it.
+        assert annotations["gpu-admission.io/injected"] == "affinity,tolerations,priority"
+        assert annotations["gpu-admission.io/policy-revision"] == load_default_policy().revision
 
 
 def test_a_training_job_of_eight_gpu_pods_lands_on_training_nodes_drawn_together(

@@ -75,6 +75,13 @@ def applied(
         for name in ("gpu-admission", "gpu-admission-cert-rotation"):
             controlplane.delete("clusterrolebinding", [name])
             controlplane.delete("clusterrole", [name])
+        for kind in FLOW_CONTROL_KINDS:
+            controlplane.delete(kind, [FLOW_CONTROL_NAME])
+
+
+FLOW_CONTROL_KINDS = ("flowschema", "prioritylevelconfiguration")
+FLOW_CONTROL_NAME = "gpu-admission-tenant-pod-writes"
+"""Cluster-scoped, like the ClusterRoles: left by the apply unless deleted."""
 
 
 def patch(controlplane: ControlPlane, kind: str, operations: list[dict[str, Any]]) -> None:

@@ -131,6 +131,8 @@ def release(
     for kind in CONFIGURATIONS:
         controlplane.delete(kind, ["gpu-admission"])
     adopt_priority_classes(controlplane)
+    for kind in ("flowschema", "prioritylevelconfiguration"):  # another install's, if any
+        controlplane.delete(kind, ["gpu-admission-tenant-pod-writes"])
     try:
         # The classes' fields belong to the field manager of `gpu-admission install` when an
         # earlier test installed with it: taking them over is what --force-conflicts says.

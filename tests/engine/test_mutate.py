@@ -24,7 +24,7 @@ from tests.builders import (
 from webhook.engine import Engine
 from webhook.engine.dra.pod_claims import pod_claims
 from webhook.engine.inventory import DeviceClassFacts, Inventory
-from webhook.engine.mutate import mutate_pod
+from webhook.engine.mutate import INJECTED_ANNOTATION, REVISION_ANNOTATION, mutate_pod
 from webhook.engine.pod import read_pod
 from webhook.policy import load_default_policy, load_policy_file
 from webhook.policy.load import default_policy_text, load_policy_text
@@ -363,7 +363,29 @@ class TestWholePatch:
         result = mutated(engine, original)
         assert original == before
         assert result["spec"]["futureField"] == {"a": [1, 2]}
-        assert result["metadata"] == before["metadata"]
+        annotations = result["metadata"]["annotations"]
+        assert annotations["x/y~z"] == "1"  # the user's, kept beside ours
+        assert annotations[INJECTED_ANNOTATION] == "affinity,tolerations,priority,gpu-limits"
+        assert {k: v for k, v in result["metadata"].items() if k != "annotations"} == {
+            k: v for k, v in before["metadata"].items() if k != "annotations"
+        }
+
+    def test_the_pod_is_annotated_with_what_was_injected_and_the_policys_revision(
+        self, engine: Engine
+    ) -> None:
+        result = mutated(engine, pod("inference"))
+
+        annotations = result["metadata"]["annotations"]
+        assert annotations[INJECTED_ANNOTATION] == "affinity,tolerations,priority,gpu-limits"
+        assert annotations[REVISION_ANNOTATION] == engine.policy.revision
+        assert len(engine.policy.revision) == 12
+
+    def test_a_pod_of_no_class_or_with_nothing_to_inject_is_not_annotated(
+        self, engine: Engine
+    ) -> None:
+        assert "annotations" not in mutated(engine, pod())["metadata"]
+        once = mutated(engine, pod("inference"))
+        assert engine.mutate(pod_create(once)).patch == ()
 
 
 @pytest.fixture(scope="module")

@@ -121,6 +121,10 @@ class TestMutation:
         patched = jsonpatch.apply_patch(sent, operations)
 
         assert sent == original, "applying the patch must not need the service's copy"
+        annotations = patched["metadata"].pop("annotations")
+        assert (
+            annotations["gpu-admission.io/injected"] == "affinity,tolerations,priority,gpu-limits"
+        )
         assert patched["metadata"] == original["metadata"]
         spec = patched["spec"]
         assert spec["priorityClassName"] == "inference-priority"

@@ -158,6 +158,7 @@ class TestEvaluation:
             "/spec/tolerations",
             "/spec/priorityClassName",
             "/spec/priority",
+            "/metadata/annotations",
         ]
         assert evaluation.mutated["spec"]["priority"] == 1000000
 

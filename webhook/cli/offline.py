@@ -52,12 +52,12 @@ is in every pod's); a claim naming one not among the files is not judged, with a
 warning. Other kinds are reported as skipped. A DIR stands for every *.yaml, *.yml and
 *.json file under it at any depth, in path order, hidden ones left out (as
 kubectl apply -R -f DIR). Warnings are those kubectl would print.
-The text report is a line per object (verdict, kind/namespace/name, the pod
-template of a workload, file:line, the first line of the denial, or what the
-mutation injected and how many warnings) and a summary; --detailed adds each rule's outcome, the placement and
-the mutation. --output json|yaml prints a CheckReport, whose JSON Schema
-`gpu-admission check --print-schema` prints; --output junit prints JUnit XML, a
-testsuite per file and a testcase per pod or pod template. A file that cannot be
+The text report is a line per object (verdict, kind/namespace/name, the pod template
+of a workload, file:line, the first line of the denial, or what the mutation
+injected and how many warnings) and a summary; --detailed adds each rule's outcome,
+the placement and the mutation. --output json|yaml prints a CheckReport, whose JSON
+Schema `gpu-admission check --print-schema` prints; --output junit prints JUnit XML,
+a testsuite per file and a testcase per pod or pod template. A file that cannot be
 read is an error in every format (a testcase with <error> in JUnit), and the other
 files are still judged. --admitted prints the objects instead, as they would be
 admitted (a Pod mutated, a Job's or CronJob's templates mutated, the rest as

@@ -7,6 +7,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from webhook.engine.mutation_summary import injected
+
 ENFORCE = "enforce"
 WARN = "warn"
 AUDIT = "audit"
@@ -164,6 +166,23 @@ def denial(
 
 def allow(patch: list[dict[str, Any]] | None = None) -> Decision:
     return Decision(allowed=True, patch=tuple(patch or ()))
+
+
+INJECTED = "injected"
+"""The auditAnnotations key naming what a mutation injected (kube-apiserver records it
+under the webhook's name: `mutate.gpu-admission.io/injected`)."""
+POLICY_REVISION = "policy-revision"
+
+
+def allow_injected(patch: list[dict[str, Any]], revision: str) -> Decision:
+    """A mutation, with audit annotations naming what it injected and the policy's
+    revision, the same as the annotations it writes on the object."""
+    if not patch:
+        return allow()
+    annotations = {INJECTED: ",".join(injected(patch))}
+    if revision:
+        annotations[POLICY_REVISION] = revision
+    return Decision(allowed=True, patch=tuple(patch), audit_annotations=annotations)
 
 
 def deny(violations: list[Violation], subject: str) -> Decision:

@@ -12,6 +12,7 @@ from typing import Any
 
 from webhook.engine.capacity.now import STATIC, CapacityNow
 from webhook.engine.dra.pod_claims import NO_CLAIMS, NONE, ClaimObjects, PodClaims, pod_claims
+from webhook.engine.mutation_summary import injected
 from webhook.engine.patch import PatchBuilder, apply_patch
 from webhook.engine.placement import tolerated
 from webhook.engine.pod import Container, PodView, read_pod
@@ -49,7 +50,27 @@ def mutate_pod(
     _priority(patch, pod, workload, now, value=not template)
     _co_location(patch, pod, workload)
     _isolation(patch, policy, pod, defaulted, claims)
+    if patch.operations:
+        _record(patch, policy, pod)
     return patch.operations
+
+
+INJECTED_ANNOTATION = "gpu-admission.io/injected"
+"""What the mutation injected into a pod or template (``mutation_summary.injected``),
+comma-separated, so that a reader of the stored object tells the user's fields from ours."""
+REVISION_ANNOTATION = "gpu-admission.io/policy-revision"
+"""The revision of the policy that mutated it (``Policy.revision``)."""
+
+
+def _record(patch: PatchBuilder, policy: Policy, pod: PodView) -> None:
+    """The annotations naming what `patch` injected and the policy's revision. A pod made
+    from a mutated template carries the template's, and gets no patch of its own."""
+    names = ",".join(injected(patch.operations))
+    metadata, path = patch.mapping(pod.raw, "", "metadata")
+    annotations, path = patch.mapping(metadata, path, "annotations")
+    patch.set(annotations, path, INJECTED_ANNOTATION, names)
+    if policy.revision:
+        patch.set(annotations, path, REVISION_ANNOTATION, policy.revision)
 
 
 def created_pod(

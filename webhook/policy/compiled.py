@@ -297,6 +297,10 @@ class Policy:
     """Extended resource name -> ``gpu`` or ``mig``: the names under which a pod asks for
     devices of the policy's DeviceClasses without a claim
     (``deviceclass.resource.kubernetes.io/<class>``); the scheduler makes the claim."""
+    revision: str = ""
+    """The first 12 hex digits of the SHA-256 of the policy's text (those of the chart's
+    `checksum/policy` and install's `gpu-admission.io/policy-sha256`), which mutated pods
+    are annotated with; empty for a policy not read from text."""
 
     def mode_of(self, rule: str, workload_class: str | None) -> str:
         """The mode of `rule` for a pod of `workload_class` (None: no known class)."""

@@ -17,6 +17,8 @@ A missing field is reported at the mapping that lacks it.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
@@ -42,6 +44,8 @@ MAX_DEPTH = 32
 MAX_VALUES = 20_000
 """The most values a policy may hold, its aliases expanded: a policy of hundreds of pools
 holds thousands; a few lines of aliases can stand for billions."""
+REVISION_DIGITS = 12
+"""Of the SHA-256 of a policy's text, what names its revision (``Policy.revision``)."""
 MAX_PROBLEMS = 200
 """Most problems a ``PolicyError`` carries; the others are only counted. Nobody reads
 thousands, and placing each at its line costs time while a webhook waits."""
@@ -95,7 +99,8 @@ def load_policy_text(
         problems.add(path, reason)
     if problems.found or spec is None:
         raise PolicyError.of(problems.in_order(), problems.unlisted)
-    return compile_policy(spec, catalog, source)
+    revision = hashlib.sha256(text.encode("utf-8")).hexdigest()[:REVISION_DIGITS]
+    return dataclasses.replace(compile_policy(spec, catalog, source), revision=revision)
 
 
 def load_policy_file(

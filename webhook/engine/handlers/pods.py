@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from webhook.engine.decision import Decision, allow, exempt, judge, malformed, subject
+from webhook.engine.decision import (
+    Decision,
+    allow,
+    allow_injected,
+    exempt,
+    judge,
+    malformed,
+    subject,
+)
 from webhook.engine.dra.claims import ClaimSource
 from webhook.engine.dra.pod_claims import MAX_SOURCES, ClaimObjects, pod_claims, sources_named
 from webhook.engine.handlers.cel import gpu_relevance_condition, scheduling_change_condition
@@ -83,7 +91,7 @@ def mutate_pod_create(engine: Engine, review: Review) -> Decision:
     if seen is not None:
         kept = engine.kept_patches.peek(seen.key, engine.capacity(review.inventory))
         if kept is not None:
-            return allow(orjson.loads(kept))
+            return allow_injected(orjson.loads(kept), engine.policy.revision)
     try:
         pod = read_pod(request.object, engine.policy)
         workload = engine.policy.classes.get(pod.labels.get(engine.policy.workload_label, ""))
@@ -97,7 +105,9 @@ def mutate_pod_create(engine: Engine, review: Review) -> Decision:
             return mutate_pod(engine.policy, pod, workload, now, resolved)
 
         key = seen.key if seen is not None else None
-        return allow(kept_patch(engine.kept_patches, key, now, work_out))
+        return allow_injected(
+            kept_patch(engine.kept_patches, key, now, work_out), engine.policy.revision
+        )
     except MalformedObject as error:
         return malformed(str(error))
 

@@ -22,6 +22,7 @@ from webhook.engine.decision import (
     Decision,
     Violation,
     allow,
+    allow_injected,
     judge,
     malformed,
     subject,
@@ -122,7 +123,8 @@ def mutate_workload_create(engine: Engine, review: Review) -> Decision:
         return allow()
     now = engine.capacity(review.inventory)
     try:
-        return allow(mutate_templates(engine.policy, request.object, kind, now, review.claims))
+        patch = mutate_templates(engine.policy, request.object, kind, now, review.claims)
+        return allow_injected(patch, engine.policy.revision)
     except MalformedObject as error:
         return malformed(str(error))
 
