@@ -25,7 +25,39 @@ from tests.deploy.test_helm import CHART_DIR, Objects, built, one, run, sets, te
 RELEASE_NAMESPACE = "platform-admission"
 SELECTOR = {"app.kubernetes.io/name": "gpu-admission", "app.kubernetes.io/component": "webhook"}
 
+DIGEST = "sha256:" + "0123456789abcdef" * 4
 EVERY_VALUE: dict[str, Any] = {
+    "global": {"imageRegistry": "registry.example"},  # an umbrella chart's: accepted
+    "image": {"repository": "registry.example/gpu-admission", "digest": DIGEST},
+    "serviceAccount": {
+        "create": True,
+        "name": "admission-webhook",
+        "annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/webhook"},
+    },
+    "logLevel": "debug",
+    "extraArgs": ["--new-connections-per-source", "100"],
+    "extraEnv": [{"name": "HTTPS_PROXY", "value": "http://proxy.example:3128"}],
+    "extraVolumes": [{"name": "corporate-ca", "configMap": {"name": "corporate-ca"}}],
+    "extraVolumeMounts": [
+        {"name": "corporate-ca", "mountPath": "/etc/ssl/corporate", "readOnly": True}
+    ],
+    "podSecurityContext": {
+        "runAsNonRoot": True,
+        "runAsUser": 10001,
+        "runAsGroup": 10001,
+        "fsGroup": 10001,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    },
+    "securityContext": {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "runAsUser": 10001,
+        "runAsGroup": 10001,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    },
+    "webhooks": {"annotations": {"argocd.argoproj.io/sync-options": "ServerSideApply=true"}},
     "imagePullSecrets": [{"name": "registry-credentials"}],
     "priorityClassName": "platform-critical",
     "priorityClassQuota": {"enabled": True, "limitedClasses": ["platform-critical"]},
@@ -108,7 +140,7 @@ def test_every_value_of_this_file_is_in_values_yaml_and_its_schema() -> None:
     schema = yaml.safe_load((CHART_DIR / "values.schema.json").read_text())
 
     for key in EVERY_VALUE:
-        assert key in values, key
+        assert key in values or key == "global", key  # global: an umbrella chart's
         assert key in schema["properties"], key
     for monitor in ("serviceMonitor", "alerts"):
         assert values["monitoring"][monitor]["labels"] == {}
@@ -450,3 +482,91 @@ def test_the_namespace_walk_finds_each_kind_of_reference() -> None:
     }
 
     assert sorted(namespaces_named(obj)) == list("abcdefghij")
+
+
+# -- the replicas' identity, arguments, environment, volumes and security contexts ------
+
+
+def the_container(objects: Objects) -> dict[str, Any]:
+    (container,) = pod_spec(objects)["containers"]
+    return dict(container)
+
+
+def test_the_image_is_pulled_by_digest_when_one_is_given(helm: Path, every_value: Path) -> None:
+    container = the_container(template(helm, "--values", str(every_value)))
+
+    assert container["image"] == f"registry.example/gpu-admission@{DIGEST}"
+
+
+def test_a_digest_that_is_not_sha256_is_refused(helm: Path) -> None:
+    assert "digest" in refused(helm, *sets("image.digest=latest"))
+
+
+def test_the_service_account_is_named_annotated_and_bound(helm: Path, every_value: Path) -> None:
+    objects = template(helm, "--values", str(every_value))
+
+    account = one(objects, "ServiceAccount", "admission-webhook")
+    binding = one(objects, "ClusterRoleBinding", "gpu-admission")
+    assert account["metadata"]["annotations"] == EVERY_VALUE["serviceAccount"]["annotations"]
+    assert pod_spec(objects)["serviceAccountName"] == "admission-webhook"
+    assert binding["subjects"][0]["name"] == "admission-webhook"
+
+
+def test_an_existing_service_account_is_bound_and_not_made(helm: Path) -> None:
+    objects = template(helm, *sets("serviceAccount.create=false", "serviceAccount.name=platform"))
+
+    names = [o["metadata"]["name"] for o in objects if o["kind"] == "ServiceAccount"]
+    assert names == ["gpu-admission-cert-rotation"]
+    assert pod_spec(objects)["serviceAccountName"] == "platform"
+    assert one(objects, "ClusterRoleBinding", "gpu-admission")["subjects"][0]["name"] == "platform"
+
+
+def test_log_level_and_extra_arguments_follow_the_charts_own(helm: Path, every_value: Path) -> None:
+    args = the_container(template(helm, "--values", str(every_value)))["args"]
+
+    assert args[0] == "serve"
+    assert args[-4:] == ["--log-level", "debug", "--new-connections-per-source", "100"]
+
+
+def test_extra_env_volumes_and_mounts_are_added_to_the_charts_own(
+    helm: Path, every_value: Path
+) -> None:
+    objects = template(helm, "--values", str(every_value))
+    container = the_container(objects)
+
+    assert container["env"][0]["name"] == "POD_NAMESPACE"
+    assert container["env"][1:] == EVERY_VALUE["extraEnv"]
+    assert container["volumeMounts"][-1] == EVERY_VALUE["extraVolumeMounts"][0]
+    assert pod_spec(objects)["volumes"][-1] == EVERY_VALUE["extraVolumes"][0]
+    assert [m["name"] for m in container["volumeMounts"][:3]] == ["policy", "tls", "tmp"]
+
+
+def test_the_security_contexts_are_values(helm: Path, every_value: Path) -> None:
+    objects = template(helm, "--values", str(every_value))
+
+    assert pod_spec(objects)["securityContext"] == EVERY_VALUE["podSecurityContext"]
+    assert the_container(objects)["securityContext"] == EVERY_VALUE["securityContext"]
+
+
+def test_webhook_annotations_go_on_both_configurations_beside_cert_managers(
+    helm: Path, every_value: Path
+) -> None:
+    selfsigned = template(helm, "--values", str(every_value))
+    cert_manager = template(
+        helm, "--values", str(every_value), *sets("certificates.mode=certManager")
+    )
+
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        assert (
+            one(selfsigned, kind)["metadata"]["annotations"]
+            == EVERY_VALUE["webhooks"]["annotations"]
+        )
+        annotations = one(cert_manager, kind)["metadata"]["annotations"]
+        assert annotations["argocd.argoproj.io/sync-options"] == "ServerSideApply=true"
+        assert annotations["cert-manager.io/inject-ca-from"] == "gpu-admission/gpu-admission"
+
+
+def test_a_webhook_annotation_the_chart_sets_itself_is_refused(helm: Path) -> None:
+    stderr = refused(helm, *sets("webhooks.annotations.cert-manager\\.io/inject-ca-from=x/y"))
+
+    assert "webhooks.annotations: cert-manager.io/inject-ca-from" in stderr

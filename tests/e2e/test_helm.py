@@ -31,6 +31,7 @@ import httpx
 import pytest
 import yaml
 
+from tests.deploy.test_helm_values import EVERY_VALUE
 from webhook.install.chart import short_name
 from webhook.install.configurations import Endpoint, render_webhook_configurations
 from webhook.policy import load_default_policy
@@ -165,6 +166,37 @@ def test_helm_is_the_pinned_release_and_says_so(controlplane_bin_dir: Path) -> N
 
     assert version == pinned_helm_version()
     assert (controlplane_bin_dir / ".helm.version").read_text().strip() == version
+
+
+def test_every_value_a_platform_team_sets_renders_objects_kube_apiserver_accepts(
+    controlplane: ControlPlane, controlplane_bin_dir: Path, tmp_path: Path
+) -> None:
+    """The chart with every value of tests/deploy/test_helm_values.py set, in a namespace
+    of its own, through kube-apiserver's validation and admission (a server-side dry run).
+    The Prometheus Operator's kinds are left out: this cluster has no such CRDs."""
+    values = tmp_path / "every-value.yaml"
+    values.write_text(yaml.safe_dump(EVERY_VALUE), "utf-8")
+    namespace = "platform-admission"
+    rendered = run_helm(
+        controlplane_bin_dir / "helm", controlplane.kubeconfig, tmp_path / "home", namespace,
+        "template", RELEASE, str(CHART), "--values", str(values),
+    ).stdout  # fmt: skip
+    objects = [
+        o for o in yaml.safe_load_all(rendered)
+        if o and not o["apiVersion"].startswith("monitoring.coreos.com/")
+    ]  # fmt: skip
+    controlplane.create_namespace(namespace)
+    try:
+        applied = controlplane.kubectl(
+            "apply", "--dry-run=server", "-n", namespace, "-f", "-",
+            input=yaml.safe_dump_all(objects),
+        )  # fmt: skip
+    finally:
+        controlplane.delete_namespace(namespace, wait=False)
+
+    kinds = {o["kind"] for o in objects}
+    assert {"Deployment", "ServiceAccount", "FlowSchema", "MutatingWebhookConfiguration"} <= kinds
+    assert applied.stdout.count("(server dry run)") == len(objects)
 
 
 def test_install_stores_every_object_the_chart_renders(

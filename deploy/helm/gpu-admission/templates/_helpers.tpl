@@ -33,7 +33,15 @@ app.kubernetes.io/component: webhook
 {{- end -}}
 
 {{- define "gpu-admission.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end -}}
+
+{{- define "gpu-admission.serviceAccountName" -}}
+{{ .Values.serviceAccount.name | default "gpu-admission" }}
 {{- end -}}
 
 {{- define "gpu-admission.selfSigned" -}}
@@ -152,8 +160,12 @@ that has its CA injector fill in every caBundle. */}}
 {{- define "gpu-admission.webhookMetadata" -}}
 {{- $root := index . 0 -}}
 {{- $metadata := dict "name" (index . 1) "labels" (include "gpu-admission.labels" $root | fromYaml) -}}
+{{- $annotations := include "gpu-admission.extraMetadata" (list "webhooks.annotations" $root.Values.webhooks.annotations (list "cert-manager.io/inject-ca-from") "cert-manager's CA injection reads it") | fromYaml -}}
 {{- if not (include "gpu-admission.selfSigned" $root) -}}
-{{- $_ := set $metadata "annotations" (dict "cert-manager.io/inject-ca-from" (printf "%s/gpu-admission" $root.Release.Namespace)) -}}
+{{- $_ := set $annotations "cert-manager.io/inject-ca-from" (printf "%s/gpu-admission" $root.Release.Namespace) -}}
+{{- end -}}
+{{- if $annotations -}}
+{{- $_ := set $metadata "annotations" $annotations -}}
 {{- end -}}
 {{- toJson $metadata -}}
 {{- end -}}
