@@ -9,14 +9,24 @@ FROM python:3.11.7-slim-bookworm AS builder
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md requirements.lock ./
 COPY webhook ./webhook
 # Shipped in the wheel for `gpu-admission install` (pyproject's force-include).
 COPY deploy/base ./deploy/base
-RUN pip wheel --wheel-dir /wheels .
+# The dependencies at the exact versions of the lock, as CI tests them.
+RUN pip wheel --wheel-dir /wheels -c requirements.lock .
 
 # -- runtime: the wheels installed, nothing else of the build.
 FROM python:3.11.7-slim-bookworm
+# What the image is, for registries and scanners (OCI image annotations): the version is
+# the package's; a build gives the revision it was made from (--build-arg REVISION=...).
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title="gpu-admission" \
+      org.opencontainers.image.description="Kubernetes admission webhooks that put GPU workloads on the right nodes" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1 \

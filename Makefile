@@ -6,11 +6,20 @@ STAMP := $(VENV)/.installed
 
 .PHONY: serve test lint unit schema e2e bench bench-apiserver bench-service attack soak fuzz demo clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -c requirements.lock -e '.[test]'
 	touch $(STAMP)
+
+.PHONY: lock
+lock:  ## requirements.lock from a fresh resolution of pyproject.toml's ranges (review its diff)
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/pip install --quiet --upgrade pip
+	.lock-venv/bin/pip install --quiet -e '.[test]'
+	head -3 requirements.lock > requirements.lock.new
+	.lock-venv/bin/pip freeze --exclude-editable >> requirements.lock.new
+	mv requirements.lock.new requirements.lock && rm -rf .lock-venv
 
 serve: $(STAMP)  ## run the service on the embedded default policy (https://127.0.0.1:8443)
 	$(BIN)/gpu-admission serve

@@ -201,9 +201,9 @@ def test_the_base_python_satisfies_the_projects_requires_python() -> None:
     assert BUILDER.base == RUNTIME.base
 
 
-def test_the_builder_makes_wheels_of_the_project_and_its_dependencies() -> None:
+def test_the_builder_makes_wheels_of_the_project_and_its_dependencies_as_locked() -> None:
     [run] = BUILDER.all("RUN")
-    assert run.words == ["pip", "wheel", "--wheel-dir", "/wheels", "."]
+    assert run.words == ["pip", "wheel", "--wheel-dir", "/wheels", "-c", "requirements.lock", "."]
     workdir = BUILDER.last("WORKDIR")
     assert workdir is not None and workdir.arguments == "/src"
 
@@ -227,6 +227,25 @@ def test_the_runtime_runs_as_a_numeric_non_root_user_the_deployment_also_runs_as
     assert gid.isdigit() and int(gid) != 0
     context = the_container()["securityContext"]
     assert (context["runAsUser"], context["runAsGroup"]) == (int(uid), int(gid))
+
+
+def test_the_image_is_labelled_with_its_title_license_version_and_revision() -> None:
+    arguments = {
+        i.arguments.partition("=")[0]: i.arguments.partition("=")[2]
+        for i in RUNTIME.instructions
+        if i.keyword == "ARG"
+    }
+    (label,) = [i.arguments for i in RUNTIME.instructions if i.keyword == "LABEL"]
+
+    assert arguments["VERSION"] == PYPROJECT["project"]["version"]
+    assert "REVISION" in arguments
+    for key, value in (
+        ("title", '"gpu-admission"'),
+        ("licenses", f'"{PYPROJECT["project"]["license"]}"'),
+        ("version", '"${VERSION}"'),
+        ("revision", '"${REVISION}"'),
+    ):
+        assert f"org.opencontainers.image.{key}={value}" in label
 
 
 def test_there_is_no_healthcheck_since_kubernetes_probes_the_service() -> None:
@@ -336,6 +355,7 @@ class TestBuildContext:
         [
             "pyproject.toml",
             "README.md",
+            "requirements.lock",
             "webhook/cli/main.py",
             "webhook/policies/default.yaml",
             "deploy/base/webhooks.yaml",
@@ -363,7 +383,9 @@ class TestBuildContext:
     def test_every_copy_of_the_builder_finds_its_sources_in_the_context(self) -> None:
         sources = [word for copy in BUILDER.all("COPY") for word in copy.words[:-1]]
 
-        assert sources == ["pyproject.toml", "README.md", "webhook", "deploy/base"]
+        assert sources == [
+            "pyproject.toml", "README.md", "requirements.lock", "webhook", "deploy/base"
+        ]  # fmt: skip
         assert all(in_build_context(source, dockerignore_rules()) for source in sources)
 
 

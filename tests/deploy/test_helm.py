@@ -131,6 +131,8 @@ def normalized(chart: Objects, kustomized: Objects) -> tuple[dict[Any, Any], dic
                 del obj["spec"]["template"]["metadata"]["annotations"]
     # 6. The chart's quota for its replicas' priority class (values: priorityClassQuota).
     chart = [o for o in chart if o["kind"] != "ResourceQuota"]
+    # 7. The chart's `helm test` pod.
+    chart = [o for o in chart if o["metadata"].get("annotations", {}).get("helm.sh/hook") != "test"]
     for obj in kustomized:
         if obj["kind"] == "ConfigMap" and obj["metadata"]["name"].startswith(
             "gpu-admission-policy-"
@@ -165,6 +167,22 @@ def test_the_app_version_is_the_packages_version() -> None:
     project = tomllib.loads((REPOSITORY / "pyproject.toml").read_text())["project"]
 
     assert chart["appVersion"] == project["version"]
+
+
+def test_artifact_hub_reads_the_license_category_and_the_image_of_the_app_version() -> None:
+    chart = yaml.safe_load((CHART_DIR / "Chart.yaml").read_text())
+    annotations = chart["annotations"]
+
+    assert annotations["artifacthub.io/license"] == "Apache-2.0"
+    assert annotations["artifacthub.io/category"] in {
+        "ai-machine-learning", "database", "integration-delivery", "monitoring-logging",
+        "networking", "security", "storage", "streaming-messaging", "skip-prediction",
+    }  # fmt: skip
+    (image,) = yaml.safe_load(annotations["artifacthub.io/images"])
+    assert image == {"name": "gpu-admission", "image": f"gpu-admission:{chart['appVersion']}"}
+    assert (
+        annotations["artifacthub.io/prerelease"] == str(chart["version"].startswith("0.")).lower()
+    )
 
 
 def test_the_default_scope_label_is_the_default_policys_opt_in() -> None:
@@ -629,6 +647,9 @@ def test_without_the_schema_the_templates_refuse_the_same_values(
     assert message in result.stderr
 
 
+TEST_POD_LABELS = {"app.kubernetes.io/name": "gpu-admission", "app.kubernetes.io/component": "test"}
+
+
 def webhook_port_rule(objects: Objects) -> dict[str, Any]:
     """The ingress rule of the replicas' NetworkPolicy that opens the webhook port."""
     rules = one(objects, "NetworkPolicy")["spec"]["ingress"]
@@ -646,6 +667,8 @@ def test_webhook_sources_admit_the_webhook_port_from_those_addresses_only(helm: 
     assert webhook_port_rule(objects)["from"] == [
         {"ipBlock": {"cidr": "10.0.0.10/32"}},
         {"ipBlock": {"cidr": "fd00::10/128"}},
+        # `helm test`'s pod, of the release's namespace alone (no namespaceSelector).
+        {"podSelector": {"matchLabels": TEST_POD_LABELS}},
     ]
     metrics_rule = one(objects, "NetworkPolicy")["spec"]["ingress"][1]
     assert metrics_rule["ports"] == [{"port": "metrics", "protocol": "TCP"}]
@@ -666,3 +689,24 @@ def test_a_webhook_source_that_is_not_a_cidr_is_refused(helm: Path) -> None:
 
     assert result.returncode != 0
     assert "webhookSources" in result.stderr
+
+
+def test_helm_test_asks_each_webhook_through_the_service_trusting_the_ca(helm: Path) -> None:
+    objects = template(helm)
+    (pod,) = [
+        o for o in objects if o["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"
+    ]
+    (container,) = pod["spec"]["containers"]
+
+    assert pod["metadata"]["labels"]["app.kubernetes.io/component"] == "test"
+    assert container["env"] == [
+        {"name": "WEBHOOKS", "value": f"https://gpu-admission.{NAMESPACE}.svc:443"}
+    ]
+    assert pod["spec"]["volumes"][0]["secret"]["secretName"] == "gpu-admission-tls"
+    assert (
+        container["image"]
+        == one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"]
+    )
+    script = container["args"][0]
+    compile(script, "helm-test", "exec")  # the script is Python the image can run
+    assert '("/mutate", "/validate-unclassed")' in script

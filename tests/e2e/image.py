@@ -224,6 +224,7 @@ def ensure_image() -> BuiltImage:
         "--layers=false",
         f"--volume={MACHINE_CA_BUNDLE}:{MACHINE_CA_BUNDLE}:ro",
         f"--tag={reference}",
+        f"--build-arg=REVISION={tag}",
         f"--file={REPOSITORY / 'Dockerfile'}",
         str(REPOSITORY),
     )

@@ -322,6 +322,15 @@ def test_class_pods_are_mutated_and_other_gpu_pods_denied_as_the_team_policy_say
     assert f"has no label {TEAM_LABEL}" in refused.stderr
 
 
+def test_helm_test_proves_the_webhooks_answer_through_the_service(release: Release) -> None:
+    result = release.helm("test", RELEASE, "--logs", timeout=300, check=False)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "/mutate: allowed" in result.stdout, result.stdout
+    assert "/validate-unclassed: denied:" in result.stdout, result.stdout
+    assert f"has no label {TEAM_LABEL}" in result.stdout  # the team's policy judged it
+
+
 def test_a_replica_deleted_under_steady_creation_fails_no_creation(release: Release) -> None:
     victim = release.ready_replicas()[0]["metadata"]["name"]
 
