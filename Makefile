@@ -41,8 +41,8 @@ unit: $(STAMP)
 schema: $(STAMP)  ## regenerate policies/schema.json from the policy model and the engine's rules (tests/policy/test_schema.py checks it)
 	$(BIN)/gpu-admission policy schema --output-file policies/schema.json
 
-demo: $(STAMP)  ## a local control plane with gpu-admission and the sample workloads, until Ctrl-C
-	$(BIN)/python -m tests.e2e.demo
+demo: $(STAMP)  ## a local control plane with gpu-admission and the sample workloads, until Ctrl-C (POLICY=FILE NAMESPACE=NAME)
+	$(BIN)/python -m tests.e2e.demo $(if $(POLICY),--policy $(POLICY)) $(if $(NAMESPACE),--namespace $(NAMESPACE))
 
 fuzz: $(STAMP)  ## 100,000 hostile reviews against the engine and the HTTP edge, failing on any reply over 1 s; then 20,000 clusters and pods per policy and mode against Kubernetes' own placement code, and 60,000 admission requests per policy against kube-apiserver's own webhook matching
 	GPU_ADMISSION_FUZZ_EXAMPLES=$${GPU_ADMISSION_FUZZ_EXAMPLES:-100000} $(BIN)/pytest tests/fuzz -q

@@ -254,7 +254,13 @@ def _exclusive(lock_path: Path) -> Iterator[None]:
     waits and then finds the binaries instead of building them again."""
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with lock_path.open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            started = time.monotonic()
+            _log(f"waiting for another build that holds {lock_path} (another test run?)")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            _log(f"the other build finished after {time.monotonic() - started:.0f}s")
         try:
             yield
         finally:
@@ -365,6 +371,8 @@ def ensure_binaries() -> Path:
     started = time.monotonic()
     with _exclusive(directory.parent / "build.lock"):
         missing = [b for b in BINARIES if not _is_built(b, directory)]
+        if not missing:
+            return directory  # built while this waited for the lock
         expected = sum(b.expected_minutes for b in missing)
         _log(
             f"building {', '.join(b.name for b in missing)} into {directory}: about "

@@ -3,11 +3,15 @@
 Starts the control plane, the GPU fleet and the real `gpu-admission serve`,
 applies examples/ to an opted-in namespace, prints where each pod landed and
 why each denied example was refused, then leaves everything up (with a
-kubeconfig to point kubectl at) until Ctrl-C.
+kubeconfig to point kubectl at) until Ctrl-C, saying what to try next. Each step
+says what it does as it starts; a cold build of the control plane says how long
+it has left. `make demo POLICY=my-policy.yaml NAMESPACE=team-a` serves another
+policy into another namespace.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import signal
 import sys
@@ -26,24 +30,28 @@ NAMESPACE = "demo"
 SETTLE_SECONDS = 20
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    options = _options(argv)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     work_dir = Path(tempfile.mkdtemp(prefix="gpu-admission-demo-"))
-    with ControlPlane(ensure_binaries(), work_dir / "controlplane") as plane:
+    _step("the control plane's binaries (built once per release, then cached)")
+    binaries = ensure_binaries()
+    _step("etcd, kube-apiserver, kube-scheduler and kube-controller-manager")
+    with ControlPlane(binaries, work_dir / "controlplane") as plane:
+        _step(f"{len(FLEET)} nodes, labelled as GPU Feature Discovery labels them")
         register_fleet(plane)
         plane.apply((REPO / "deploy" / "base" / "priorityclasses.yaml").read_text("utf-8"))
         server = WebhookServer(work_dir / "gpu-admission")
-        server.start(kubeconfig=plane.kubeconfig)  # the live inventory of this cluster
+        policy = options.policy or "the embedded default policy"
+        _step(f"gpu-admission serving {policy}, with the live inventory of this cluster")
+        server.start(options.policy, kubeconfig=plane.kubeconfig)
         try:
             server.register(plane.kubeconfig)
-            plane.create_namespace(NAMESPACE, OPT_IN)
-            _apply_workloads(plane)
-            _apply_denied(plane)
-            print(f"\nexport KUBECONFIG={plane.kubeconfig}")
-            print(f"kubectl: {plane.kubectl_binary}")
-            print(f"logs:    {plane.log_dir} and {server.work_dir}")
-            print("Ctrl-C stops everything.", flush=True)
+            plane.create_namespace(options.namespace, OPT_IN)
+            _apply_workloads(plane, options.namespace)
+            _apply_denied(plane, options.namespace)
+            _next_steps(plane, server, options.namespace)
             with contextlib.suppress(KeyboardInterrupt):
                 stop.wait()
         finally:
@@ -51,19 +59,46 @@ def main() -> int:
     return 0
 
 
-def _apply_workloads(plane: ControlPlane) -> None:
-    print(f"== workloads applied to namespace {NAMESPACE} (opted in)")
+def _options(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="make demo", description=__doc__)
+    parser.add_argument("--policy", type=Path, help="policy YAML (default: the embedded one)")
+    parser.add_argument("--namespace", default=NAMESPACE, help=f"default: {NAMESPACE}")
+    return parser.parse_args(argv)
+
+
+def _step(what: str) -> None:
+    print(f"[demo] {what} ...", flush=True)
+
+
+def _next_steps(plane: ControlPlane, server: WebhookServer, namespace: str) -> None:
+    print(
+        "\n== try next, in another shell\n"
+        f"export KUBECONFIG={plane.kubeconfig} PATH={plane.kubectl_binary.parent}:$PATH\n"
+        f"kubectl -n {namespace} get pods -o wide       # where each pod landed\n"
+        f"kubectl -n {namespace} get pod embedder -o jsonpath='{{.metadata.annotations}}'"
+        "   # what was injected\n"
+        f"kubectl -n {namespace} apply -f examples/denied/too-many-gpus.yaml   # refused\n"
+        ".venv/bin/gpu-admission check --admitted examples/training-job.yaml   # offline\n"
+        ".venv/bin/gpu-admission audit                   # what runs, judged\n"
+        f"logs: {plane.log_dir} and {server.work_dir}\n"
+        "Ctrl-C stops everything.",
+        flush=True,
+    )
+
+
+def _apply_workloads(plane: ControlPlane, namespace: str) -> None:
+    print(f"\n== workloads applied to namespace {namespace} (opted in)")
     for path in sorted(EXAMPLES.glob("*.yaml")):
-        result = plane.apply(path.read_text("utf-8"), namespace=NAMESPACE, check=False)
+        result = plane.apply(path.read_text("utf-8"), namespace=namespace, check=False)
         print(
             f"$ kubectl apply -f examples/{path.name}\n{(result.stdout or result.stderr).strip()}"
         )
     deadline = time.monotonic() + SETTLE_SECONDS
-    while time.monotonic() < deadline and _unbound(plane):
+    while time.monotonic() < deadline and _unbound(plane, namespace):
         time.sleep(1)
     pools = {n.name: n.pool or "cpu" for n in FLEET}
     print(f"\n{'POD':40} {'NODE':28} {'POOL':10} PRIORITY")
-    for pod in sorted(plane.list_json("pods", NAMESPACE), key=lambda p: p["metadata"]["name"]):
+    for pod in sorted(plane.list_json("pods", namespace), key=lambda p: p["metadata"]["name"]):
         node = pod["spec"].get("nodeName") or "(pending)"
         print(
             f"{pod['metadata']['name']:40} {node:28} {pools.get(node, '-'):10} "
@@ -71,15 +106,15 @@ def _apply_workloads(plane: ControlPlane) -> None:
         )
 
 
-def _apply_denied(plane: ControlPlane) -> None:
+def _apply_denied(plane: ControlPlane, namespace: str) -> None:
     print("\n== pods that break a rule")
     for path in sorted((EXAMPLES / "denied").glob("*.yaml")):
-        result = plane.apply(path.read_text("utf-8"), namespace=NAMESPACE, check=False)
+        result = plane.apply(path.read_text("utf-8"), namespace=namespace, check=False)
         print(f"$ kubectl apply -f examples/denied/{path.name}\n{result.stderr.strip()}\n")
 
 
-def _unbound(plane: ControlPlane) -> bool:
-    return any(not p["spec"].get("nodeName") for p in plane.list_json("pods", NAMESPACE))
+def _unbound(plane: ControlPlane, namespace: str) -> bool:
+    return any(not p["spec"].get("nodeName") for p in plane.list_json("pods", namespace))
 
 
 if __name__ == "__main__":
