@@ -13,6 +13,7 @@ webhook.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from collections.abc import Iterator
 
@@ -157,6 +158,7 @@ spec:
       resource: {name: cpu, target: {type: Utilization, averageUtilization: 80}}
 """
 ALERTS = REPO / "deploy" / "monitoring" / "alerts.yaml"
+DASHBOARD = REPO / "deploy" / "monitoring" / "dashboard.json"
 
 
 def test_kube_apiserver_counts_the_failed_calls_its_alerts_read(
@@ -182,3 +184,11 @@ def test_kube_apiserver_counts_the_failed_calls_its_alerts_read(
     [apiserver] = [group for group in groups if group["name"] == "gpu-admission-kube-apiserver"]
     read = {n for rule in apiserver["rules"] for n in re.findall(r"apiserver_\w+", rule["expr"])}
     assert read <= set(series)
+    dashboard = json.loads(DASHBOARD.read_text("utf-8"))
+    shown = {
+        n
+        for panel in dashboard["panels"]
+        for target in panel["targets"]
+        for n in re.findall(r"apiserver_\w+", target["expr"])
+    }
+    assert shown and shown <= set(series)

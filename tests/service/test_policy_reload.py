@@ -110,6 +110,11 @@ def test_a_changed_policy_swapped_in_by_symlink_serves_from_the_next_poll(
     assert not allows_six_gpus(reloader.engine)
     assert sample(metrics, "gpu_admission_policy_reloads_total", result="success") == 1
     assert sample(metrics, "gpu_admission_policy_valid") == 1
+    # The revision serving now is the only one exported, the one pods are annotated with.
+    new = reloader.engine.policy.revision
+    assert new != before.policy.revision
+    assert sample(metrics, "gpu_admission_policy_info", revision=new) == 1
+    assert sample(metrics, "gpu_admission_policy_info", revision=before.policy.revision) is None
 
 
 def test_a_broken_edit_keeps_the_last_good_policy_and_says_why_once(

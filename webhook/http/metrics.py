@@ -20,6 +20,8 @@ only what it saw. The series:
   good policy serves in place of a broken file.
 - ``gpu_admission_policy_last_reload_timestamp_seconds``: when the policy serving now
   was loaded.
+- ``gpu_admission_policy_info{revision}``: 1 for the revision of the policy serving now
+  (``Policy.revision``, the annotation mutated pods carry).
 - ``gpu_admission_connections_cut_total{reason}``: connections the server closed on its
   own (``webhook.http.limits``): ``idle``, ``head_timeout``, ``head_too_large``,
   ``body_timeout``, ``evicted`` (an older connection waiting for a request, closed to
@@ -121,6 +123,13 @@ class Metrics:
             "Unix time the policy serving now was loaded.",
             registry=self.registry,
         )
+        self.policy_info = Gauge(
+            "gpu_admission_policy_info",
+            "1 for the revision of the policy serving now (the first 12 hex digits of the "
+            "SHA-256 of its text, as mutated pods are annotated with).",
+            ["revision"],
+            registry=self.registry,
+        )
         for result in ("success", "failure"):
             self.policy_reloads.labels(result=result)
         self.connections_cut = Counter(
@@ -188,15 +197,18 @@ class Metrics:
         """A review worker was replaced (``webhook.http.offload``)."""
         self.worker_restarts.labels(reason=reason).inc()
 
-    def policy_in_use(self, at: float) -> None:
-        """A valid policy loaded at ``at`` serves (at start, or after a reload)."""
+    def policy_in_use(self, at: float, revision: str = "") -> None:
+        """A valid policy of `revision`, loaded at ``at``, serves (at start, or after a
+        reload)."""
         self.policy_valid.set(1)
         self.policy_last_reload.set(at)
+        self.policy_info.clear()
+        self.policy_info.labels(revision=revision).set(1)
 
-    def policy_loaded(self, at: float) -> None:
+    def policy_loaded(self, at: float, revision: str = "") -> None:
         """A changed policy file compiled and now serves."""
         self.policy_reloads.labels(result="success").inc()
-        self.policy_in_use(at)
+        self.policy_in_use(at, revision)
 
     def policy_refused(self) -> None:
         """A changed policy file did not compile; the last good policy keeps serving."""

@@ -196,6 +196,12 @@ def chart_files(deploy_dir: Path) -> list[GeneratedFile]:
     if alerts.is_file():
         rules = ALERTS_HEADER + alerts_rules(alerts.read_text("utf-8"))
         files.append(GeneratedFile(CHART / "files/prometheus-rules.yaml", rules))
+    dashboard = deploy_dir / "monitoring" / "dashboard.json"
+    if dashboard.is_file():
+        # JSON holds no comment: the chart's template says where it comes from.
+        files.append(
+            GeneratedFile(CHART / "files/grafana-dashboard.json", dashboard.read_text("utf-8"))
+        )
     crd = deploy_dir / "audit" / "policyreports.yaml"
     if crd.is_file():
         copied = CRD_HEADER + crd.read_text("utf-8")

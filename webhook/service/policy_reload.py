@@ -75,7 +75,7 @@ class PolicyReloader:
         with contextlib.suppress(OSError):  # if gone since the caller read it, poll says so
             self._poller.seen(self._poller.read())
         if metrics is not None:
-            metrics.policy_in_use(self._loaded.at.timestamp())
+            metrics.policy_in_use(self._loaded.at.timestamp(), policy.revision)
 
     @property
     def engine(self) -> Engine:
@@ -137,7 +137,7 @@ class PolicyReloader:
             self._loaded = loaded
             self._error = None
         if self._metrics is not None:
-            self._metrics.policy_loaded(loaded.at.timestamp())
+            self._metrics.policy_loaded(loaded.at.timestamp(), engine.policy.revision)
         log.info(
             "policy reloaded",
             extra={
