@@ -107,31 +107,7 @@ class Metrics:
         ProcessCollector(registry=self.registry)
         self._reviews = ReviewCounts(DURATION_BUCKETS)
         self.registry.register(self._reviews)
-        self.policy_reloads = Counter(
-            "gpu_admission_policy_reloads",
-            "New policy file contents tried, by result.",
-            ["result"],
-            registry=self.registry,
-        )
-        self.policy_valid = Gauge(
-            "gpu_admission_policy_valid",
-            "1 while the policy file compiles; 0 while the last good policy serves instead.",
-            registry=self.registry,
-        )
-        self.policy_last_reload = Gauge(
-            "gpu_admission_policy_last_reload_timestamp_seconds",
-            "Unix time the policy serving now was loaded.",
-            registry=self.registry,
-        )
-        self.policy_info = Gauge(
-            "gpu_admission_policy_info",
-            "1 for the revision of the policy serving now (the first 12 hex digits of the "
-            "SHA-256 of its text, as mutated pods are annotated with).",
-            ["revision"],
-            registry=self.registry,
-        )
-        for result in ("success", "failure"):
-            self.policy_reloads.labels(result=result)
+        self._policy_series()
         self.connections_cut = Counter(
             "gpu_admission_connections_cut",
             "Connections the server closed on its own, by reason.",
@@ -160,6 +136,34 @@ class Metrics:
         self.policy_valid.set(1)
         self.policy_last_reload.set(time.time())
         self._compared_webhooks: set[str] = set()
+
+    def _policy_series(self) -> None:
+        """The series of the policy serving: reloads, validity, when and which revision."""
+        self.policy_reloads = Counter(
+            "gpu_admission_policy_reloads",
+            "New policy file contents tried, by result.",
+            ["result"],
+            registry=self.registry,
+        )
+        self.policy_valid = Gauge(
+            "gpu_admission_policy_valid",
+            "1 while the policy file compiles; 0 while the last good policy serves instead.",
+            registry=self.registry,
+        )
+        self.policy_last_reload = Gauge(
+            "gpu_admission_policy_last_reload_timestamp_seconds",
+            "Unix time the policy serving now was loaded.",
+            registry=self.registry,
+        )
+        self.policy_info = Gauge(
+            "gpu_admission_policy_info",
+            "1 for the revision of the policy serving now (the first 12 hex digits of the "
+            "SHA-256 of its text, as mutated pods are annotated with).",
+            ["revision"],
+            registry=self.registry,
+        )
+        for result in ("success", "failure"):
+            self.policy_reloads.labels(result=result)
 
     def review(
         self,
