@@ -36,6 +36,15 @@ def with_host_path(path: str, mount_path: str = "/data") -> dict[str, Any]:
     )
 
 
+def with_empty_dir_at(mount_path: str) -> dict[str, Any]:
+    """A training pod mounting an emptyDir at `mount_path`."""
+    return pod(
+        "training",
+        containers=[container(volumeMounts=[{"name": "v", "mountPath": mount_path}])],
+        volumes=[{"name": "v", "emptyDir": {}}],
+    )
+
+
 TOLERATING_GPU_POOLS = {"tolerations": [{"key": "gpu-pool", "operator": "Exists"}]}
 
 
@@ -104,12 +113,7 @@ class TestDeviceMounts:
     def test_a_mount_read_as_a_device_request_is_refused_whatever_the_volume(
         self, engine: Engine, mount_path: str
     ) -> None:
-        obj = pod(
-            "training",
-            containers=[container(volumeMounts=[{"name": "v", "mountPath": mount_path}])],
-            volumes=[{"name": "v", "emptyDir": {}}],
-        )
-        decision = admitted(engine, obj)
+        decision = admitted(engine, with_empty_dir_at(mount_path))
         assert rules(decision) == ["device-mounts"]
         assert "volume-mounts strategy" in decision.message
 
@@ -124,12 +128,7 @@ class TestDeviceMounts:
     def test_a_mount_path_the_toolkit_does_not_read_passes(
         self, engine: Engine, mount_path: str
     ) -> None:
-        obj = pod(
-            "training",
-            containers=[container(volumeMounts=[{"name": "v", "mountPath": mount_path}])],
-            volumes=[{"name": "v", "emptyDir": {}}],
-        )
-        assert admitted(engine, obj).allowed
+        assert admitted(engine, with_empty_dir_at(mount_path)).allowed
 
     def test_a_gpu_less_sidecar_of_a_class_pod_may_not_mount_every_gpu_by_prefix(
         self, engine: Engine
