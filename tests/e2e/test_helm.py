@@ -169,11 +169,16 @@ def test_helm_is_the_pinned_release_and_says_so(controlplane_bin_dir: Path) -> N
 
 
 def test_every_value_a_platform_team_sets_renders_objects_kube_apiserver_accepts(
-    controlplane: ControlPlane, controlplane_bin_dir: Path, tmp_path: Path
+    controlplane: ControlPlane,
+    controlplane_bin_dir: Path,
+    admission: WebhookServer,
+    tmp_path: Path,
 ) -> None:
     """The chart with every value of tests/deploy/test_helm_values.py set, in a namespace
     of its own, through kube-apiserver's validation and admission (a server-side dry run).
-    The Prometheus Operator's kinds are left out: this cluster has no such CRDs."""
+    The Prometheus Operator's kinds are left out: this cluster has no such CRDs. The
+    session's webhook configurations (a URL, made by a client, not by kubectl apply) are
+    taken away meanwhile: kubectl would merge the chart's Service into them beside it."""
     values = tmp_path / "every-value.yaml"
     values.write_text(yaml.safe_dump(EVERY_VALUE), "utf-8")
     namespace = "platform-admission"
@@ -186,12 +191,15 @@ def test_every_value_a_platform_team_sets_renders_objects_kube_apiserver_accepts
         if o and not o["apiVersion"].startswith("monitoring.coreos.com/")
     ]  # fmt: skip
     controlplane.create_namespace(namespace)
+    for kind in CONFIGURATIONS:
+        controlplane.delete(kind, ["gpu-admission"])
     try:
         applied = controlplane.kubectl(
             "apply", "--dry-run=server", "-n", namespace, "-f", "-",
             input=yaml.safe_dump_all(objects),
         )  # fmt: skip
     finally:
+        admission.register(controlplane.kubeconfig)
         controlplane.delete_namespace(namespace, wait=False)
 
     kinds = {o["kind"] for o in objects}
