@@ -170,22 +170,22 @@ def debug_container_mounts(pod: PodView, debug: Iterable[Container]) -> list[Vio
     toolkit reads as a device request, and any volume of the pod's (judged or not when
     it was created) that holds the node's devices."""
     debug = tuple(debug)
-    host_paths = {
-        name: DEVICES_WHY if _is_device_host_path(path) else STACK_WHY
+    refused = {
+        name: (path, DEVICES_WHY if _is_device_host_path(path) else STACK_WHY)
         for name, path in _host_paths(pod.spec.get("volumes")).items()
         if _is_device_host_path(path) or _is_stack_host_path(path)
     }
-    paths = _host_paths(pod.spec.get("volumes"))
     found = [f"{what}, {DEVICES_WHY}" for what in device_list_mounts(debug)]
     for container in debug:
         mounts = container.raw.get("volumeMounts")
         for index, mount in enumerate(mounts if isinstance(mounts, list) else []):
             name = mount.get("name") if isinstance(mount, dict) else None
-            if isinstance(name, str) and name in host_paths:
+            if isinstance(name, str) and name in refused:
+                path, why = refused[name]
                 found.append(
                     f"{container.describe} mounts hostPath volume {echo(name)} of the node's "
-                    f"{echo(paths[name])} (spec.{container.list_name}[{container.index}]"
-                    f".volumeMounts[{index}]), {host_paths[name]}"
+                    f"{echo(path)} (spec.{container.list_name}[{container.index}]"
+                    f".volumeMounts[{index}]), {why}"
                 )
     return _mount_violations(found)
 
