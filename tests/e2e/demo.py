@@ -20,6 +20,8 @@ import threading
 import time
 from pathlib import Path
 
+from webhook.engine.mutate import INJECTED_ANNOTATION as INJECTED
+
 from .admission_fixtures import EXAMPLES, OPT_IN, REPO
 from .build_controlplane import ensure_binaries
 from .controlplane import ControlPlane
@@ -97,12 +99,13 @@ def _apply_workloads(plane: ControlPlane, namespace: str) -> None:
     while time.monotonic() < deadline and _unbound(plane, namespace):
         time.sleep(1)
     pools = {n.name: n.pool or "cpu" for n in FLEET}
-    print(f"\n{'POD':40} {'NODE':28} {'POOL':10} PRIORITY")
+    print(f"\n{'POD':28} {'NODE':23} {'POOL':10} {'PRIORITY':9} INJECTED")
     for pod in sorted(plane.list_json("pods", namespace), key=lambda p: p["metadata"]["name"]):
         node = pod["spec"].get("nodeName") or "(pending)"
+        injected = pod["metadata"].get("annotations", {}).get(INJECTED, "-")
         print(
-            f"{pod['metadata']['name']:40} {node:28} {pools.get(node, '-'):10} "
-            f"{pod['spec'].get('priority', 0)}"
+            f"{pod['metadata']['name']:28} {node:23} {pools.get(node, '-'):10} "
+            f"{pod['spec'].get('priority', 0):<9} {injected}"
         )
 
 

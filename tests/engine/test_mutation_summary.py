@@ -6,7 +6,7 @@ from typing import Any
 
 from tests.builders import container, pod, pod_create
 from webhook.engine import Engine
-from webhook.engine.mutation_summary import injected
+from webhook.engine.mutation_summary import injected, joined
 from webhook.policy import load_default_policy
 
 
@@ -52,3 +52,22 @@ def test_a_whole_affinity_names_each_kind_it_holds_and_other_fields_their_own_na
 def test_no_patch_names_nothing() -> None:
     assert injected([]) == ()
     assert injected(patch_of(pod())) == ()
+
+
+def test_what_a_template_recorded_is_joined_with_what_its_pod_gets() -> None:
+    recorded = "affinity,tolerations,priority"
+    assert joined(recorded, ("co-location",)) == (
+        "affinity",
+        "co-location",
+        "tolerations",
+        "priority",
+    )
+
+
+def test_only_the_names_of_a_mutation_are_kept_of_what_was_recorded() -> None:
+    assert joined("affinity, anything-at-all,", ("schedulerName",)) == (
+        "affinity",
+        "schedulerName",
+    )
+    assert joined(None, ("priority",)) == ("priority",)
+    assert joined(["affinity"], ("priority",)) == ("priority",)

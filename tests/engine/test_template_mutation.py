@@ -17,6 +17,7 @@ from hypothesis import given
 from tests.builders import container, pod_create
 from tests.engine.test_properties import FAST, OVERFLOW_ENGINE, POLICIES, Pod, pods
 from webhook.engine import AdmissionRequest, Decision, Engine
+from webhook.engine.mutate import INJECTED_ANNOTATION
 from webhook.engine.templates import pod_from_template, pod_templates
 from webhook.policy import load_default_policy, load_policy_text
 from webhook.policy.load import default_policy_text
@@ -110,6 +111,21 @@ def test_a_pod_made_from_a_mutated_template_gets_an_empty_patch() -> None:
     decision = pod_patch(tmpl)
 
     assert decision.allowed and decision.patch == ()
+
+
+def test_a_pod_given_the_co_location_hint_of_its_jobs_label_is_annotated_with_all_we_injected() -> (
+    None
+):
+    tmpl = mutated(job(template()))["spec"]["template"]
+    tmpl["metadata"]["labels"]["batch.kubernetes.io/job-name"] = "train"  # added after us
+    pod = pod_from_template(tmpl)
+    pod["metadata"] = {**pod["metadata"], "name": "train-0", "namespace": "ml"}
+
+    result = jsonpatch.apply_patch(pod, list(ENGINE.mutate(pod_create(pod)).patch))
+
+    assert result["metadata"]["annotations"][INJECTED_ANNOTATION] == (
+        "affinity,co-location,tolerations,priority,gpu-limits"
+    )
 
 
 def test_each_template_of_a_workload_is_mutated_at_its_own_path() -> None:

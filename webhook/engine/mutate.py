@@ -12,7 +12,7 @@ from typing import Any
 
 from webhook.engine.capacity.now import STATIC, CapacityNow
 from webhook.engine.dra.pod_claims import NO_CLAIMS, NONE, ClaimObjects, PodClaims, pod_claims
-from webhook.engine.mutation_summary import injected
+from webhook.engine.mutation_summary import injected, joined
 from webhook.engine.patch import PatchBuilder, apply_patch
 from webhook.engine.placement import tolerated
 from webhook.engine.pod import Container, PodView, read_pod
@@ -64,13 +64,20 @@ REVISION_ANNOTATION = "gpu-admission.io/policy-revision"
 
 def _record(patch: PatchBuilder, policy: Policy, pod: PodView) -> None:
     """The annotations naming what `patch` injected and the policy's revision. A pod made
-    from a mutated template carries the template's, and gets no patch of its own."""
-    names = ",".join(injected(patch.operations))
+    from a mutated template carries the template's, and gets no patch of its own but the
+    co-location hint of its Job's label: its names are added to the template's."""
+    names = ",".join(joined(_recorded(pod.raw), injected(patch.operations)))
     metadata, path = patch.mapping(pod.raw, "", "metadata")
     annotations, path = patch.mapping(metadata, path, "annotations")
     patch.set(annotations, path, INJECTED_ANNOTATION, names)
     if policy.revision:
         patch.set(annotations, path, REVISION_ANNOTATION, policy.revision)
+
+
+def _recorded(raw: dict[str, Any]) -> object:
+    metadata = raw.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    return annotations.get(INJECTED_ANNOTATION) if isinstance(annotations, dict) else None
 
 
 def created_pod(

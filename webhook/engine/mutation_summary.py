@@ -44,6 +44,17 @@ def injected(patch: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
     return (*known, *(name for name in found if name not in ORDER))
 
 
+def joined(recorded: object, names: tuple[str, ...]) -> tuple[str, ...]:
+    """`names` added to those an earlier mutation `recorded` (a template's, which the pod
+    made from it carries), in ORDER. Of what is recorded, only ORDER's names are kept:
+    anyone may write the annotation, and it is not ours to repeat what it says."""
+    if not isinstance(recorded, str):
+        return names
+    before = {name.strip() for name in recorded.split(",")} & set(ORDER)
+    known = [name for name in ORDER if name in before or name in names]
+    return (*known, *(name for name in names if name not in ORDER))
+
+
 def _names(path: str, value: Any) -> list[str]:
     tokens = [t.replace("~1", "/").replace("~0", "~") for t in path.split("/")[1:]]
     spec = _last_spec(tokens)
