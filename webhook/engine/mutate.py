@@ -74,10 +74,10 @@ def _record(patch: PatchBuilder, policy: Policy, pod: PodView) -> None:
         patch.set(annotations, path, REVISION_ANNOTATION, policy.revision)
 
 
-def _recorded(raw: dict[str, Any]) -> object:
+def _recorded(raw: Mapping[str, Any]) -> object:
     metadata = raw.get("metadata")
-    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
-    return annotations.get(INJECTED_ANNOTATION) if isinstance(annotations, dict) else None
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    return annotations.get(INJECTED_ANNOTATION) if isinstance(annotations, Mapping) else None
 
 
 def created_pod(
