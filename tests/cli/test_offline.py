@@ -121,7 +121,7 @@ class TestCheck:
             f"{manifest}:{SERVICE_LINE} Service 'llm-server': skipped (v1 Service has no pod template)\n"
             in out
         )
-        assert out.endswith("2 pods: 1 allowed, 1 denied; 1 object skipped\n")
+        assert out.endswith("2 pod templates: 1 allowed, 1 denied; 1 object skipped\n")
 
     def test_allowed_manifests_exit_0(self, capsys: Capture) -> None:
         files = [
@@ -134,7 +134,7 @@ class TestCheck:
 
         out, _ = capsys.readouterr()
         assert code == 0
-        assert out.endswith("3 pods: 3 allowed, 0 denied\n")
+        assert out.endswith("1 pod and 2 pod templates: 3 allowed, 0 denied\n")
 
     def test_every_denied_example_is_denied(self, capsys: Capture) -> None:
         files = sorted((EXAMPLES / "denied").glob("*.yaml"))
@@ -391,7 +391,7 @@ class TestCheckFolders:
             f"{tmp_path}/denied/too-many-gpus.yaml:2",
             f"{tmp_path}/inference-deployment.yaml:1",
         ]
-        assert out.endswith("3 pods: 2 allowed, 1 denied\n")
+        assert out.endswith("2 pods and 1 pod template: 2 allowed, 1 denied\n")
 
     def test_the_shipped_examples_folder_is_checked_whole(self, capsys: Capture) -> None:
         code = main(["check", "-o", "json", str(EXAMPLES)])
@@ -401,6 +401,15 @@ class TestCheckFolders:
         assert code == 1
         assert denied == {str(p) for p in (EXAMPLES / "denied").glob("*.yaml")}
         assert len(report["pods"]) == len(list(EXAMPLES.rglob("*.yaml")))
+
+    def test_the_summary_of_the_shipped_examples_counts_pods_and_pod_templates_apart(
+        self, capsys: Capture
+    ) -> None:
+        code = main(["check", str(EXAMPLES)])
+
+        out = capsys.readouterr().out
+        assert code == 1
+        assert out.endswith("\n9 pods and 3 pod templates: 5 allowed, 7 denied\n")
 
     def test_a_folder_without_manifests_exits_2(self, tmp_path: Path, capsys: Capture) -> None:
         code = main(["check", str(tmp_path)])

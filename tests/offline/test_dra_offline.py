@@ -242,7 +242,8 @@ class TestReports:
             "  gpu-admission denied ResourceClaimTemplate 'ml/nine': pod claims 9 GPUs"
         ) in text
         assert text.endswith(
-            "2 pods: 2 allowed, 0 denied; 2 claim objects: 1 allowed, 1 denied; 1 warning\n"
+            "1 pod and 1 pod template: 2 allowed, 0 denied; 2 ResourceClaimTemplates: 1 allowed, 1 denied; "
+            "1 warning\n"
         )
 
     def test_the_data_has_each_pods_claims_and_each_claim_object(self, report: Report) -> None:

@@ -491,7 +491,7 @@ class TestPresentation:
         assert (
             "app.yaml:19 ConfigMap 'settings': skipped (v1 ConfigMap has no pod template)\n" in text
         )
-        assert text.endswith("1 pod: 1 allowed, 0 denied; 1 object skipped\n")
+        assert text.endswith("1 pod template: 1 allowed, 0 denied; 1 object skipped\n")
 
     def test_the_prose_says_where_the_pod_runs_at_which_priority_and_why_not_elsewhere(
         self, engine: Engine

@@ -117,6 +117,12 @@ class PodEvaluation:
     def failed_rules(self) -> list[str]:
         return [r.rule for r in self.rules if r.outcome == "fail"]
 
+    @property
+    def is_template(self) -> bool:
+        """Whether this is a workload's pod template (or a workload whose templates could not
+        be read), not a Pod: `check`'s summary counts the two apart."""
+        return bool(self.template) or self.object.kind != "Pod"
+
 
 @dataclass(frozen=True, slots=True)
 class ClaimObjectEvaluation:

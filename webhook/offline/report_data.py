@@ -5,7 +5,8 @@
     policy: where the policy came from
     allowed: true when every pod and claim object is allowed
     summary: {pods: N, allowed: N, denied: N, warnings: N, skipped: N,
-              claimObjects: N, claimObjectsDenied: N}   # allowed and denied count pods
+              claimObjects: N, claimObjectsDenied: N}   # pods, allowed and denied count
+                                                        # Pods and pod templates together
     pods:                               # one per Pod and per pod template, in input order
       - source: FILE, or "-" for standard input
         line: where the object starts (1-based)

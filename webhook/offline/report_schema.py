@@ -116,9 +116,9 @@ class InputErrorData(_Strict):
 
 
 class CheckSummary(_Strict):
-    pods: int = Field(ge=0)
-    allowed: int = Field(ge=0, description="pods allowed")
-    denied: int = Field(ge=0, description="pods denied")
+    pods: int = Field(ge=0, description="pods and pod templates judged")
+    allowed: int = Field(ge=0, description="pods and pod templates allowed")
+    denied: int = Field(ge=0, description="pods and pod templates denied")
     warnings: int = Field(ge=0)
     skipped: int = Field(ge=0)
     claimObjects: int = Field(ge=0)

@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 
 from webhook.engine.mutation_summary import injected
+from webhook.offline.claim_documents import RESOURCES
 from webhook.offline.claims_shown import asks_text, pod_claim_text
 from webhook.offline.diff import mutation_diff
 from webhook.offline.documents import ManifestError
@@ -158,16 +159,20 @@ def claim_object_text(evaluation: ClaimObjectEvaluation) -> str:
 
 
 def summary_line(report: Report, errors: Sequence[ManifestError] = ()) -> str:
-    """`3 pods: 2 allowed, 1 denied; 1 claim object: 1 allowed, 0 denied; 2 warnings; 1 object
-    skipped; 1 file unreadable` (no claim objects, no warnings, no skipped objects, no
-    unreadable files: those parts left out)."""
-    pods, denied = len(report.pods), report.denied
-    parts = [f"{_count(pods, 'pod')}: {pods - denied} allowed, {denied} denied"]
+    """`9 pods and 3 pod templates: 5 allowed, 7 denied; 1 ResourceClaimTemplate and 1
+    ResourceClaim: 1 allowed, 1 denied; 2 warnings; 1 object skipped; 1 file unreadable`:
+    what was judged, each kind under its own word (a workload with several templates, such as
+    a PyTorchJob, counts each), with no part for what is not there (`0 pods: 0 allowed, 0
+    denied` when nothing was judged)."""
+    parts: list[str] = []
+    if report.pods or not report.claim_objects:
+        templates = sum(1 for pod in report.pods if pod.is_template)
+        judged = [(len(report.pods) - templates, "pod"), (templates, "pod template")]
+        parts.append(_verdicts(judged, len(report.pods), report.denied))
     if report.claim_objects:
-        claims, refused = len(report.claim_objects), report.claim_objects_denied
-        parts.append(
-            f"{_count(claims, 'claim object')}: {claims - refused} allowed, {refused} denied"
-        )
+        kinds = [c.object.kind for c in report.claim_objects]
+        judged = [(kinds.count(kind), kind) for kind in RESOURCES]
+        parts.append(_verdicts(judged, len(kinds), report.claim_objects_denied))
     if report.warnings:
         parts.append(_count(report.warnings, "warning"))
     if report.skipped:
@@ -175,6 +180,15 @@ def summary_line(report: Report, errors: Sequence[ManifestError] = ()) -> str:
     if errors:
         parts.append(f"{_count(len(errors), 'file')} unreadable")
     return "; ".join(parts) + "\n"
+
+
+def _verdicts(judged: list[tuple[int, str]], total: int, denied: int) -> str:
+    """`9 pods and 3 pod templates: 5 allowed, 7 denied`; a noun counted 0 is left out, unless
+    all are (`0 pods`)."""
+    counted = [_count(number, noun) for number, noun in judged if number]
+    if not counted:
+        counted = [_count(0, judged[0][1])]
+    return f"{' and '.join(counted)}: {total - denied} allowed, {denied} denied"
 
 
 def _count(number: int, noun: str) -> str:
