@@ -717,6 +717,24 @@ class TestPolicyTest:
         assert (code, out) == (2, "")
         assert "enforcement.rules.gpu-cout: unknown rule 'gpu-cout'" in err
 
+    def test_the_shipped_cases_pass_on_a_copy_of_the_policy_with_its_pod_labels_renamed(
+        self, tmp_path: Path, capsys: Capture
+    ) -> None:
+        text = (
+            default_policy_text()
+            .replace("workload: gpu-admission.io/workload", "workload: example.com/gpu-class")
+            .replace("gpuModel: gpu-admission.io/gpu-model", "gpuModel: example.com/gpu-model")
+        )
+        assert "gpu-admission.io/workload" not in text
+        policy = tmp_path / "policy.yaml"
+        policy.write_text(text, "utf-8")
+
+        code = main(["policy", "test", "--policy", str(policy), str(POLICIES / "tests")])
+
+        lines = capsys.readouterr().out.splitlines()
+        cases = sorted(p.name for p in (POLICIES / "tests").glob("*.yaml"))
+        assert (code, lines[-1]) == (0, f"{len(cases)} cases: {len(cases)} passed, 0 failed")
+
     def test_junit_output_is_a_testcase_per_case_instead_of_the_lines(
         self, capsys: Capture
     ) -> None:

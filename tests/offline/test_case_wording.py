@@ -69,3 +69,16 @@ def test_no_phrase_of_the_validation_library_reaches_the_reader() -> None:
     for text in broken:
         reason = refusal(text).reason
         assert not any(p in reason for p in ("Input should", "Field required", "Extra inputs"))
+
+
+def test_a_misspelt_key_of_camel_case_is_matched_to_the_key_as_written() -> None:
+    error = refusal(CASE.replace("rules: []", "rules: []\ngpumodel: A100"))
+
+    assert error.reason == "gpumodel: unknown key 'gpumodel'; did you mean 'gpuModel'?"
+
+
+def test_a_value_of_the_wrong_type_is_shown_on_one_line() -> None:
+    assert refusal(CASE.replace("rules: []", "rules: 5")).reason == "rules: 5 is not a list"
+    assert refusal(CASE.replace("rules: []", "rules: {a: 1}")).reason == (
+        "rules: {a: 1} is not a list"
+    )

@@ -77,8 +77,10 @@ ResourceClaims its pods' claims name: each is explained after it.
 TEST_EPILOG = """\
 Each FILE is a case, each *.yaml and *.yml file under a DIR too: object, expect
 (allowed|denied), and optionally rules (exactly the rules that fail), patch
-(operations the mutation contains), pods (fragments a mutated pod contains) and
-claims (the ResourceClaimTemplates and ResourceClaims the object's pods name).
+(operations the mutation contains), pods (fragments a mutated pod contains),
+claims (the ResourceClaimTemplates and ResourceClaims the object's pods name),
+and workload and gpuModel (the class and GPU model of the object's pods, written
+as the policy's podLabels, so the cases hold when the policy renames those keys).
 --run REGEX runs only the cases whose name (the path in its DIR, or the FILE as
 given) it matches. --output json|yaml prints a PolicyTestReport, whose JSON Schema
 `gpu-admission policy test --print-schema` prints; --output junit prints JUnit XML:

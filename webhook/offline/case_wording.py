@@ -20,7 +20,7 @@ from pydantic_core import ErrorDetails
 from webhook.policy.load import MAX_DEPTH, MAX_VALUES, format_location
 from webhook.policy.yaml_source import FieldPath, read_source
 
-__all__ = ["CaseProblem", "case_problem", "unknown_rules"]
+__all__ = ["CaseProblem", "case_problem", "line_of", "unknown_name", "unknown_rules"]
 
 CaseProblem = tuple[int | None, str]
 """The line of a problem (None when the text has none to point at) and the problem."""
@@ -31,7 +31,8 @@ def case_problem(error: ErrorDetails, model: type[BaseModel], text: str) -> Case
     loc: FieldPath = tuple(error["loc"])
     kind = error["type"]
     if kind == "extra_forbidden":
-        reason = f"unknown key {loc[-1]!r}{_nearest(str(loc[-1]), model.model_fields)}"
+        keys = [field.alias or name for name, field in model.model_fields.items()]
+        reason = f"unknown key {loc[-1]!r}{_nearest(str(loc[-1]), keys)}"
     elif kind == "missing":
         reason = f"missing required key {loc[-1]!r}"
     elif kind == "literal_error":
@@ -41,7 +42,7 @@ def case_problem(error: ErrorDetails, model: type[BaseModel], text: str) -> Case
         wanted = _WANTED.get(kind.split("_", 1)[0], "another value")
         reason = f"{_shown(error.get('input'))} is not {wanted}"
     where = format_location(loc)
-    return _line(text, loc), f"{where}: {reason}" if where else reason
+    return line_of(text, loc), f"{where}: {reason}" if where else reason
 
 
 def unknown_rules(rules: Sequence[str], known: Sequence[str], text: str) -> CaseProblem | None:
@@ -52,8 +53,15 @@ def unknown_rules(rules: Sequence[str], known: Sequence[str], text: str) -> Case
                 f"rules[{index}]: unknown rule {rule!r}{_nearest(rule, known)} "
                 f"(rules: {', '.join(known)})"
             )
-            return _line(text, ("rules", index)), reason
+            return line_of(text, ("rules", index)), reason
     return None
+
+
+def unknown_name(field: str, value: str, known: Sequence[str], what: str, text: str) -> CaseProblem:
+    """`field` names `value`, which is not `what` (one of `known`): at the field's line."""
+    listed = ", ".join(known) if known else "none"
+    reason = f"{field}: {value!r} is not {what}{_nearest(value, known)} ({listed})"
+    return line_of(text, (field,)), reason
 
 
 _WANTED = {
@@ -70,11 +78,15 @@ def _nearest(word: str, candidates: Iterable[str]) -> str:
 
 
 def _shown(value: Any) -> str:
-    text = repr(value) if isinstance(value, str) else yaml.safe_dump(value).strip()
+    if isinstance(value, str):
+        text = repr(value)
+    else:  # flow style, on one line, without the end of a document a scalar gets
+        text = yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("\n...")
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _line(text: str, loc: FieldPath) -> int | None:
+def line_of(text: str, loc: FieldPath) -> int | None:
+    """The line of the key or value at `loc` in the case's text, when it can be found."""
     try:
         source = read_source(text, max_depth=MAX_DEPTH, max_values=MAX_VALUES)
     except yaml.YAMLError:

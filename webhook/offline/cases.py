@@ -5,6 +5,8 @@ A case is one YAML file:
     description: why the case exists (optional)
     object: a Pod, or a workload with pod templates (Deployment, Job, ...), or a
             ResourceClaimTemplate or ResourceClaim (judged as at its CREATE)
+    workload: inference           # optional: the object's pods are of this class
+    gpuModel: A100                # optional: ... and ask for this GPU model
     claims:                       # optional: the ResourceClaimTemplates and ResourceClaims
       - {apiVersion: resource.k8s.io/v1, kind: ResourceClaimTemplate, ...}  # its pods name
     expect: allowed | denied      # denied when any of its pods is denied
@@ -13,6 +15,14 @@ A case is one YAML file:
       - {op: add, path: /spec/priorityClassName, value: inference-priority}
     pods:                         # optional: fragments some mutated pod must contain
       - spec: {priority: 1000000}
+
+`workload` and `gpuModel` name a class of the policy and a model of its pools: the runner
+writes them as the policy's own pod labels (`podLabels.workload`, `podLabels.gpuModel`)
+into the object's pod labels, a Pod's or each pod template's
+(webhook.offline.case_labels), so the cases hold for a copy of the policy whose label
+keys are renamed. A case with one of them is refused when its object already carries that
+label, or when the policy has no such class or model; an object may still carry the
+labels itself, then under whatever key it writes.
 
 A claim of Dynamic Resource Allocation naming an object not among `claims` (nor the
 object itself) is not judged, as in `check`. `claims` are not judged themselves: a
@@ -30,10 +40,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from webhook.engine import Engine
 from webhook.engine.rules import RULES
+from webhook.offline.case_labels import case_labels, labelled
 from webhook.offline.case_wording import case_problem, unknown_rules
 from webhook.offline.claim_documents import (
     VERSIONS,
@@ -55,6 +66,10 @@ class Case(BaseModel):
 
     description: str = ""
     object: dict[str, Any]
+    workload: str | None = None
+    """The class of the object's pods, written as the policy's `podLabels.workload` label."""
+    gpu_model: str | None = Field(default=None, alias="gpuModel")
+    """The GPU model they ask for, written as the policy's `podLabels.gpuModel` label."""
     claims: list[dict[str, Any]] = []
     expect: Literal["allowed", "denied"]
     rules: list[str] | None = None
@@ -152,8 +167,13 @@ def run_case_text(engine: Engine, text: str, source: str, name: str) -> CaseResu
             versions = ", ".join(VERSIONS)
             reason = f"claims[{index}]: not a ResourceClaimTemplate or ResourceClaim of {versions}"
             return CaseResult(name, (reason,), broken=True, description=description)
-    given = ClaimDocuments.of([case.object, *case.claims])
-    report = evaluate(engine, [Document(source, 1, case.object)], claims=given)
+    fields = case_labels(engine.policy, case.workload, case.gpu_model)
+    try:
+        obj = labelled(case.object, fields, engine.policy, engine.kinds, text, source)
+    except ManifestError as error:
+        return CaseResult(name, (f"invalid case: {error}",), broken=True, description=description)
+    given = ClaimDocuments.of([obj, *case.claims])
+    report = evaluate(engine, [Document(source, 1, obj)], claims=given)
     if report.skipped:
         reason = f"object: {report.skipped[0].reason}"
         return CaseResult(name, (reason,), broken=True, description=description)
