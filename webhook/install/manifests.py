@@ -11,6 +11,8 @@ therefore files in deploy/ written from the package:
   tests use;
 - ``base/policy.yaml`` and ``overlays/overflow/policy.yaml``: the embedded
   policies, behind a header saying where they come from;
+- the lists of rule names in the repository's documents (``webhook.install.rule_lists``),
+  outside deploy/ but written by the same command;
 - the Helm chart's generated parts (``webhook.install.chart``): its webhook
   configurations template, and copies of the default policy, of the alert rules of
   ``monitoring/alerts.yaml`` and of the PolicyReport CRD of ``audit/``.
@@ -26,6 +28,7 @@ stale files, and the unit tests fail when one is stale.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,7 @@ import yaml
 from webhook.install.chart import CHART, alerts_rules, webhook_scope, webhooks_template
 from webhook.install.configurations import Endpoint, render_webhook_configurations
 from webhook.install.names import NAMESPACE, POLICY_CONFIGMAP, SERVICE
+from webhook.install.rule_lists import rule_list_documents, with_rule_lists
 from webhook.install.scope import SCOPE_ANNOTATION, scope_digest
 from webhook.policy import Policy, load_default_policy, load_policy_text
 from webhook.policy.load import DEFAULT_POLICY
@@ -209,27 +213,46 @@ def chart_files(deploy_dir: Path) -> list[GeneratedFile]:
     return files
 
 
-def _all_files(deploy_dir: Path) -> list[GeneratedFile]:
-    return [*generated_files(), *chart_files(deploy_dir)]
+def document_files(root: Path) -> list[GeneratedFile]:
+    """The documents of the repository at `root` that list the rules, each with its lists
+    written from the engine (``webhook.install.rule_lists``), relative to root/deploy."""
+    return [
+        GeneratedFile(Path("..") / path.relative_to(root), with_rule_lists(_text(path)))
+        for path in rule_list_documents(root)
+    ]
 
 
 def stale_files(deploy_dir: Path) -> list[Path]:
-    """The generated files under `deploy_dir` that are missing or differ from the package."""
-    stale = []
-    for generated in _all_files(deploy_dir):
-        path = deploy_dir / generated.path
-        if not path.is_file() or path.read_text("utf-8") != generated.text:
-            stale.append(path)
-    return stale
+    """The generated files under `deploy_dir`, and the documents of its repository that
+    list the rules, that are missing or differ from the package."""
+    files = [*document_files(deploy_dir.parent), *generated_files(), *chart_files(deploy_dir)]
+    return [path for path, text in _placed(deploy_dir, files) if _differs(path, text)]
 
 
 def sync(deploy_dir: Path) -> list[Path]:
-    """Rewrite the stale generated files under `deploy_dir`; return those written."""
+    """Rewrite the stale generated files under `deploy_dir`; return those written. The
+    documents go first: the shipped policies among them are what deploy/ copies."""
+    written = _write(deploy_dir, document_files(deploy_dir.parent))
+    return written + _write(deploy_dir, [*generated_files(), *chart_files(deploy_dir)])
+
+
+def _write(deploy_dir: Path, files: list[GeneratedFile]) -> list[Path]:
     written = []
-    for generated in _all_files(deploy_dir):
-        path = deploy_dir / generated.path
-        if not path.is_file() or path.read_text("utf-8") != generated.text:
+    for path, text in _placed(deploy_dir, files):
+        if _differs(path, text):
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(generated.text, "utf-8")
+            path.write_text(text, "utf-8")
             written.append(path)
     return written
+
+
+def _placed(deploy_dir: Path, files: list[GeneratedFile]) -> list[tuple[Path, str]]:
+    return [(Path(os.path.normpath(deploy_dir / each.path)), each.text) for each in files]
+
+
+def _differs(path: Path, text: str) -> bool:
+    return not path.is_file() or _text(path) != text
+
+
+def _text(path: Path) -> str:
+    return path.read_text("utf-8")

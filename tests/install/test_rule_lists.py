@@ -1,0 +1,89 @@
+"""The documents name the rules the engine knows: each list is written from the registry
+(webhook/install/rule_lists.py), and the references that go rule by rule name them all."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from webhook.engine.rules import RULES
+from webhook.install.manifests import document_files, stale_files
+from webhook.install.rule_lists import (
+    MARKDOWN_BEGIN,
+    MARKDOWN_END,
+    YAML_BEGIN,
+    rule_list_documents,
+    with_rule_lists,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+LISTING = [
+    "docs/policy.md",
+    "docs/upgrade.md",
+    "docs/webhooks.md",
+    "webhook/policies/default.yaml",
+]
+REFERENCES = ["docs/troubleshooting.md", "docs/security.md"]
+"""Documents with a row per way a pod is refused: every rule has one."""
+
+
+def test_the_documents_that_list_the_rules_are_found() -> None:
+    found = {str(path.relative_to(ROOT)) for path in rule_list_documents(ROOT)}
+    assert found >= set(LISTING)
+
+
+@pytest.mark.parametrize("document", LISTING)
+def test_each_list_names_exactly_the_engines_rules_in_its_order(document: str) -> None:
+    text = (ROOT / document).read_text("utf-8")
+    assert with_rule_lists(text) == text, "stale: run `gpu-admission manifests sync`"
+    listed = _listed(text)
+    assert listed == list(RULES.names)
+
+
+@pytest.mark.parametrize("document", LISTING)
+def test_a_rule_added_to_the_engine_is_added_to_each_list(document: str) -> None:
+    text = (ROOT / document).read_text("utf-8")
+    names = (*RULES.names, "gpu-example")
+
+    assert _listed(with_rule_lists(text, names)) == list(names)
+
+
+def test_the_repository_holds_no_stale_list() -> None:
+    documents = {str((ROOT / "deploy" / f.path).resolve()) for f in document_files(ROOT)}
+    stale = {str(path.resolve()) for path in stale_files(ROOT / "deploy")}
+    assert not documents & stale
+
+
+def test_sync_writes_a_list_between_markers_and_leaves_the_rest(tmp_path: Path) -> None:
+    (tmp_path / "deploy").mkdir()
+    (tmp_path / "docs").mkdir()
+    page = tmp_path / "docs" / "page.md"
+    page.write_text(f"Before.\n\n{MARKDOWN_BEGIN}\n`old-rule`.\n{MARKDOWN_END}\n\nAfter.\n")
+
+    (rewritten,) = document_files(tmp_path)
+
+    assert rewritten.path == Path("../docs/page.md")
+    assert rewritten.text.startswith("Before.\n\n") and rewritten.text.endswith("\n\nAfter.\n")
+    assert _listed(rewritten.text) == list(RULES.names)
+
+
+@pytest.mark.parametrize("document", REFERENCES)
+def test_each_rule_by_rule_reference_names_every_rule(document: str) -> None:
+    text = (ROOT / document).read_text("utf-8")
+    missing = [name for name in RULES.names if f"`{name}`" not in text]
+    assert not missing
+
+
+def _listed(text: str) -> list[str]:
+    if MARKDOWN_BEGIN in text:
+        block = text.split(MARKDOWN_BEGIN, 1)[1].split(MARKDOWN_END, 1)[0]
+        return re.findall(r"`([^`]+)`", block)
+    block = text.split(YAML_BEGIN + "\n", 1)[1]
+    lines = []
+    for line in block.splitlines():
+        if not line.startswith("#   "):
+            break
+        lines.append(line[4:])
+    return [name.strip(" .") for name in " ".join(lines).split(",")]
