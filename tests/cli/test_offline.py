@@ -580,13 +580,113 @@ class TestExplain:
             "pod 'visible-devices' would be denied:\n  - visible-devices: container 'cuda' sets NVIDIA_VISIBLE_DEVICES=all"
         )
 
-    def test_explain_takes_one_object(self, manifest: Path, capsys: Capture) -> None:
+    def test_one_object_is_explained_alone_without_a_heading(self, capsys: Capture) -> None:
+        from webhook.offline.documents import read_manifest_files
+        from webhook.offline.evaluation import evaluate
+        from webhook.offline.prose import explain
+
+        path = str(EXAMPLES / "training-job.yaml")
+        [job] = evaluate(
+            Engine(load_default_policy()), read_manifest_files([path], io.StringIO())
+        ).pods
+
+        code = main(["explain", path])
+
+        assert (code, capsys.readouterr().out) == (0, explain(job))
+
+    def test_a_folder_is_explained_object_by_object_each_under_its_line_of_check(
+        self, capsys: Capture
+    ) -> None:
+        main(["check", str(EXAMPLES)])
+        checked = capsys.readouterr().out.splitlines()
+
+        code = main(["explain", str(EXAMPLES)])
+
+        out = capsys.readouterr().out
+        headings = [line for line in out.splitlines() if line and not line.startswith(" ")]
+        assert code == 1
+        assert headings == checked
+        assert headings[-1] == "9 pods and 3 pod templates: 5 allowed, 7 denied"
+        assert (
+            f"allowed  Pod/etl  {EXAMPLES}/cpu-pod.yaml:1\n    pod 'etl' would be admitted. "
+        ) in out
+        assert (
+            f"DENIED   Pod/no-class  {EXAMPLES}/denied/no-class.yaml:2  workload-class: "
+        ) in out
+        assert "\n    pod 'no-class' would be denied:\n      - workload-class: " in out
+
+    def test_a_file_of_several_objects_is_explained_each_with_what_check_skips(
+        self, manifest: Path, capsys: Capture
+    ) -> None:
         code = main(["explain", str(manifest)])
+
+        out = capsys.readouterr().out
+        headings = [line for line in out.splitlines() if line and not line.startswith(" ")]
+        assert code == 1
+        assert [heading.split()[:3] for heading in headings[:-1]] == [
+            ["allowed", "Deployment/llm-server", "/spec/template"],
+            ["DENIED", "Job/resnet-train", "/spec/template"],
+            ["skipped", "Service/llm-server", f"{manifest}:{SERVICE_LINE}"],
+        ]
+        assert headings[-1] == "2 pod templates: 1 allowed, 1 denied; 1 object skipped"
+        assert (
+            "\n    Service 'llm-server': nothing to explain, v1 Service has no pod template\n"
+        ) in out
+
+    def test_several_files_are_explained_in_turn_and_an_unreadable_one_exits_2(
+        self, tmp_path: Path, capsys: Capture
+    ) -> None:
+        broken = tmp_path / "broken.yaml"
+        broken.write_text("kind: Pod\nmetadata: {name: [\n", "utf-8")
+        cpu_pod = EXAMPLES / "cpu-pod.yaml"
+
+        code = main(["explain", str(broken), "-f", str(cpu_pod)])
+
+        out, err = capsys.readouterr()
+        assert code == 2
+        assert out.startswith(f"allowed  Pod/etl  {cpu_pod}:1\n    pod 'etl' would be admitted.")
+        assert out.endswith(
+            f"\n\nERROR    {broken}:3  not valid YAML: expected the node content, but found "
+            "'<stream end>'\n\n1 pod: 1 allowed, 0 denied; 1 file unreadable\n"
+        )
+        assert err.startswith(f"gpu-admission: {broken}:3: not valid YAML: ")
+
+    def test_a_denial_among_several_exits_1(self, capsys: Capture) -> None:
+        denied = EXAMPLES / "denied" / "too-many-gpus.yaml"
+
+        assert main(["explain", str(EXAMPLES / "cpu-pod.yaml"), str(denied)]) == 1
+        assert (
+            main(["explain", str(EXAMPLES / "cpu-pod.yaml"), str(EXAMPLES / "training-job.yaml")])
+            == 0
+        )
+
+    def test_a_file_that_cannot_be_read_alone_exits_2_with_nothing_explained(
+        self, tmp_path: Path, capsys: Capture
+    ) -> None:
+        code = main(["explain", str(tmp_path / "missing.yaml")])
+
+        assert code == 2
+        assert capsys.readouterr() == (
+            "",
+            f"gpu-admission: {tmp_path / 'missing.yaml'}: no such file or folder\n",
+        )
+
+    def test_a_file_without_objects_has_nothing_to_explain(
+        self, tmp_path: Path, capsys: Capture
+    ) -> None:
+        empty = tmp_path / "empty.yaml"
+        empty.write_text("# nothing yet\n", "utf-8")
+
+        code = main(["explain", str(empty)])
 
         assert code == 2
         assert capsys.readouterr().err == (
-            f"gpu-admission: explain takes one object; {manifest} holds 3 (gpu-admission check takes several)\n"
+            f"gpu-admission: explain: nothing to explain, no object in {empty}\n"
         )
+
+    def test_standard_input_is_read_once(self, capsys: Capture) -> None:
+        assert main(["explain", "--policy", "-", "-"]) == 2
+        assert capsys.readouterr().err.startswith("gpu-admission: standard input is read once")
 
     def test_an_object_without_a_template_has_nothing_to_explain(
         self, monkeypatch: pytest.MonkeyPatch, capsys: Capture

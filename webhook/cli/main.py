@@ -227,7 +227,7 @@ COMMAND_GROUPS: tuple[CommandGroup, ...] = (
     CommandGroup(
         {
             "check": "evaluate manifests offline: verdict, rules, mutation, placement",
-            "explain": "say in prose what would become of one object",
+            "explain": "say in prose what would become of each object",
         },
         _add_offline_commands,
     ),

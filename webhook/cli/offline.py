@@ -70,8 +70,15 @@ lets the CI tell them apart, e.g. GitLab's allow_failure: exit_codes: [3]).
 """
 
 EXPLAIN_EPILOG = """\
-The file holds one object, and may hold the ResourceClaimTemplates and
-ResourceClaims its pods' claims name: each is explained after it.
+One object (a Pod, or a workload and each of its pod templates) is explained alone,
+with the ResourceClaimTemplates and ResourceClaims its pods' claims name after it.
+Several objects (several files, a file of several, or a DIR, read as check reads
+them) are each explained in turn, in the order check lists them, each headed by its
+line of check's report (verdict, kind/namespace/name, the pod template of a
+workload, file:line) with its explanation indented under it, and check's summary
+ends them; a file that cannot be read is its ERROR line.
+Exit status: 0 all allowed, 1 any denial, 2 any unreadable input or a broken
+policy (2 wins over 1).
 """
 
 TEST_EPILOG = """\
@@ -137,13 +144,14 @@ def add_offline_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
 
     explain_command = commands.add_parser(
         "explain",
-        help="say in prose what would become of one object",
+        help="say in prose what would become of each object",
         epilog=EXPLAIN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_file_arguments(
         explain_command,
-        "one object's YAML, with the ResourceClaimTemplates and ResourceClaims its pods name",
-        many=False,
+        "manifest YAML or JSON, or a DIR: one object with the ResourceClaimTemplates and "
+        "ResourceClaims its pods name, or several",
     )
     add_policy_option(explain_command)
     explain_command.set_defaults(run=_explain)
@@ -303,31 +311,29 @@ def _print_schema(name: str) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from webhook.offline.claim_documents import is_claim_object
-    from webhook.offline.documents import ManifestError, read_manifest_files
+    from webhook.offline.documents import read_each_manifest
     from webhook.offline.evaluation import evaluate
-    from webhook.offline.prose import explain, explain_claim_object
+    from webhook.offline.explained import explain_each, explain_one, subjects
 
     names = file_names(args)
-    if len(names) != 1:
-        return _usage_error("explain takes one file (FILE, -f FILE or - for stdin)")
+    if _stdin_twice(args.policy, names):
+        return _usage_error("standard input is read once: --policy - or a file -, not both")
     try:
         engine = load_engine(args.policy)
-        documents = read_manifest_files(names, sys.stdin)
-    except (PolicyError, ManifestError) as error:
+    except PolicyError as error:
         return _usage_error(str(error))
-    subjects = [d for d in documents if not is_claim_object(d.object)] or documents
-    if len(subjects) != 1:
-        return _usage_error(
-            f"explain takes one object; {names[0]} holds {len(subjects)} "
-            "(gpu-admission check takes several)"
-        )
-    report = evaluate(engine, documents)
-    for skipped in report.skipped:
-        print(f"{skipped.object.describe}: nothing to explain, {skipped.reason}")
-    explained = [explain(p) for p in report.pods]
-    explained += [explain_claim_object(c) for c in report.claim_objects]
-    print("\n".join(explained), end="")
+    read = read_each_manifest(names, sys.stdin)
+    if not read.documents and not read.errors:
+        return _usage_error(f"explain: nothing to explain, no object in {', '.join(names)}")
+    report = evaluate(engine, read.documents)
+    if len(subjects(read.documents)) == 1 and not read.errors:
+        sys.stdout.write(explain_one(report))
+    elif read.documents:
+        sys.stdout.write(explain_each(report, read.errors))
+    for problem in read.errors:
+        print(f"gpu-admission: {problem}", file=sys.stderr)
+    if read.errors:
+        return USAGE
     return OK if report.allowed else DENIED
 
 

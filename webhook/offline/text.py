@@ -16,7 +16,13 @@ from webhook.offline.claim_documents import RESOURCES
 from webhook.offline.claims_shown import asks_text, pod_claim_text
 from webhook.offline.diff import mutation_diff
 from webhook.offline.documents import ManifestError
-from webhook.offline.evaluation import ClaimObjectEvaluation, ObjectRef, PodEvaluation, Report
+from webhook.offline.evaluation import (
+    ClaimObjectEvaluation,
+    ObjectRef,
+    PodEvaluation,
+    Report,
+    SkippedObject,
+)
 
 INDENT = "    "
 VERDICT_WIDTH = len("skipped")
@@ -45,22 +51,39 @@ def report_lines(
     for pod in report.pods:
         if pod.allowed and only_denied:
             continue
-        subject = _subject(pod.object) + (f" {pod.template}" if pod.template else "")
-        lines.append(_line(pod.allowed, subject, pod.object, _reason(pod, pod.warnings)))
+        lines.append(pod_line(pod))
         lines += _warning_lines(pod.warnings)
     for claim in report.claim_objects:
         if claim.allowed and only_denied:
             continue
-        why = _first_line(claim.message) if not claim.allowed else _warned(claim.warnings)
-        lines.append(_line(claim.allowed, _subject(claim.object), claim.object, why))
+        lines.append(claim_object_line(claim))
         lines += _warning_lines(claim.warnings)
     if not only_denied:
-        lines += [
-            _columns("skipped", _subject(s.object), _where(s.object), s.reason)
-            for s in report.skipped
-        ]
-    lines += [_columns("ERROR", error_where(e), "", e.reason) for e in errors]
+        lines += [skipped_line(s) for s in report.skipped]
+    lines += [error_line(e) for e in errors]
     return "".join(f"{line}\n" for line in lines) + summary_line(report, errors)
+
+
+def pod_line(pod: PodEvaluation) -> str:
+    """`DENIED   Job/ml/train /spec/template  jobs.yaml:3  gpu-count: ...` (no warnings)."""
+    subject = _subject(pod.object) + (f" {pod.template}" if pod.template else "")
+    return _line(pod.allowed, subject, pod.object, _reason(pod, pod.warnings))
+
+
+def claim_object_line(claim: ClaimObjectEvaluation) -> str:
+    """`allowed  ResourceClaimTemplate/ml/one-gpu  claims.yaml:1`, its warnings left out."""
+    why = _first_line(claim.message) if not claim.allowed else _warned(claim.warnings)
+    return _line(claim.allowed, _subject(claim.object), claim.object, why)
+
+
+def skipped_line(skipped: SkippedObject) -> str:
+    """`skipped  Service/llm-server  app.yaml:40  v1 Service has no pod template`."""
+    return _columns("skipped", _subject(skipped.object), _where(skipped.object), skipped.reason)
+
+
+def error_line(error: ManifestError) -> str:
+    """`ERROR    broken.yaml:2  not valid YAML: ...`."""
+    return _columns("ERROR", error_where(error), "", error.reason)
 
 
 def error_where(error: ManifestError) -> str:
