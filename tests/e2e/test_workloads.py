@@ -433,3 +433,11 @@ def test_a_jobs_pods_carry_its_mutated_template_and_the_co_location_of_their_job
     assert all(toleration in made["tolerations"] for toleration in spec["tolerations"])
     assert made["priorityClassName"] == spec["priorityClassName"] == "training-priority"
     assert made["containers"][0]["resources"] == spec["containers"][0]["resources"]
+    # what the pod carries was injected at the Job's CREATE and at its own, and it says so
+    injected = "gpu-admission.io/injected"
+    assert (
+        template["metadata"]["annotations"][injected] == "affinity,tolerations,priority,gpu-limits"
+    )
+    assert pod["metadata"]["annotations"][injected] == (
+        "affinity,co-location,tolerations,priority,gpu-limits"
+    )
