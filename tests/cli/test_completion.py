@@ -85,7 +85,7 @@ class TestBash:
         assert completed(bash_script, ["po"]) == ["policy"]
 
     def test_a_command_group_offers_its_subcommands(self, bash_script: Path) -> None:
-        assert completed(bash_script, ["policy", ""]) == ["validate", "schema", "test"]
+        assert completed(bash_script, ["policy", ""]) == ["validate", "schema", "test", "init"]
         assert completed(bash_script, ["policy", "t"]) == ["test"]
 
     def test_options_are_those_of_the_command_so_far(self, bash_script: Path) -> None:
@@ -121,6 +121,15 @@ class TestBash:
             completed(bash_script, ["policy", "schema", "--output-file", "ap"], tmp_path)
         ) == ["app.yaml", "apps"]
         assert completed(bash_script, ["check", "--policy", "app."], tmp_path) == ["app.yaml"]
+
+    def test_policy_init_offers_its_options_the_shipped_policies_and_files(
+        self, bash_script: Path, tmp_path: Path
+    ) -> None:
+        (tmp_path / "team.yaml").write_text("", "utf-8")
+
+        assert completed(bash_script, ["policy", "init", "--"]) == ["--help", "--from", "--force"]
+        assert completed(bash_script, ["policy", "init", "--from", ""]) == ["default", "overflow"]
+        assert completed(bash_script, ["policy", "init", "te"], tmp_path) == ["team.yaml"]
 
     def test_an_options_value_is_not_taken_for_a_command(
         self, bash_script: Path, tmp_path: Path
@@ -168,7 +177,7 @@ def test_zsh_registers_the_function_through_its_bash_layer_and_runs_it(
     assert done.stdout.splitlines() == [
         "complete -F _gpu_admission gpu-admission",
         "text json yaml junit",
-        "validate schema test",
+        "validate schema test init",
         "-h --help -f --filename --policy --output -o --detailed -v --verbose --only-denied "
         "--warnings-exit-code --admitted --print-schema",
     ]
@@ -201,6 +210,7 @@ class TestFish:
     ) -> None:
         assert fish_completed(fish_script, "gpu-admission che") == ["check"]
         assert fish_completed(fish_script, "gpu-admission policy ") == [
+            "init",
             "schema",
             "test",
             "validate",

@@ -520,11 +520,12 @@ classes:
 def test_policy_validate_lists_every_problem_with_its_line_and_a_duplicate_key(
     gpu_admission: GpuAdmission,
 ) -> None:
-    write(gpu_admission.cwd / "good.yaml", default_policy_text())
+    initialised = gpu_admission("policy", "init", "good.yaml")
     write(gpu_admission.cwd / "broken.yaml", BROKEN_POLICY)
 
     result = gpu_admission("policy", "validate", "good.yaml", "broken.yaml")
 
+    assert (initialised.returncode, initialised.stderr) == (0, "")
     assert result.returncode == 1
     assert result.stdout == "good.yaml: ok (2 pools, 2 classes)\n"
     assert result.stderr.splitlines() == [
@@ -601,7 +602,14 @@ def test_policy_validate_reads_standard_input_and_a_folder(gpu_admission: GpuAdm
     assert (piped.returncode, piped.stdout) == (0, "-: ok (2 pools, 2 classes)\n")
     assert folder.returncode == 1
     assert folder.stdout == "policies/good.yaml: ok (2 pools, 2 classes)\n"
-    assert folder.stderr == "missing.yaml: cannot read: no such file or folder\n"
+    # The copy names the schema.json of the shipped policy's folder, which is not beside it.
+    assert folder.stderr.splitlines() == [
+        "policies/good.yaml:1: warning: $schema=schema.json names policies/schema.json, which "
+        "is not there: editors check this policy against no schema; write it with "
+        "`gpu-admission policy schema --output-file policies/schema.json` (`gpu-admission "
+        "policy init FILE` writes a policy and its schema together)",
+        "missing.yaml: cannot read: no such file or folder",
+    ]
     assert "Errno" not in piped.stderr + folder.stderr
 
 

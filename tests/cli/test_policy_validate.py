@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from webhook.cli.main import main
 from webhook.engine import RULES
 from webhook.policy.load import default_policy_text
+from webhook.policy.schema import policy_schema_text
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 SHIPPED_POLICIES = [
@@ -24,13 +26,15 @@ Capture = pytest.CaptureFixture[str]
 
 
 def broken_default(tmp_path: Path, *replacements: tuple[str, str]) -> Path:
-    """The default policy with the first of each `old` replaced by `new`, written to a file."""
+    """The default policy with the first of each `old` replaced by `new`, written to a file
+    beside the schema its first line names (as `policy init` leaves it)."""
     text = default_policy_text()
     for old, new in replacements:
         assert old in text, old
         text = text.replace(old, new, 1)
     path = tmp_path / "broken.yaml"
     path.write_text(text, "utf-8")
+    (tmp_path / "schema.json").write_text(policy_schema_text(RULES.names), "utf-8")
     return path
 
 
@@ -169,3 +173,46 @@ def test_validate_without_files_is_a_usage_error(capsys: Capture) -> None:
     assert exited.value.code == 2
     assert err.startswith("usage: gpu-admission policy validate ")
     assert "the following arguments are required: FILE" in err
+
+
+def test_a_copy_away_from_the_schema_its_first_line_names_is_ok_with_a_warning_how_to_write_it(
+    tmp_path: Path, capsys: Capture
+) -> None:
+    path = tmp_path / "team.yaml"
+    path.write_text(default_policy_text(), "utf-8")
+
+    code = main(["policy", "validate", str(path)])
+
+    out, err = capsys.readouterr()
+    schema = tmp_path / "schema.json"
+    assert (code, out) == (0, f"{path}: ok (2 pools, 2 classes)\n")
+    assert err == (
+        f"{path}:1: warning: $schema=schema.json names {schema}, which is not there: editors "
+        "check this policy against no schema; write it with "
+        f"`gpu-admission policy schema --output-file {schema}` (`gpu-admission policy init "
+        "FILE` writes a policy and its schema together)\n"
+    )
+
+
+def test_the_warning_comes_with_the_problems_of_a_broken_copy(
+    tmp_path: Path, capsys: Capture
+) -> None:
+    path = broken_default(tmp_path, ("pools: [training]", "pools: [gpu]"))
+    (tmp_path / "schema.json").unlink()
+
+    code = main(["policy", "validate", str(path)])
+
+    lines = capsys.readouterr().err.splitlines()
+    assert code == 1
+    assert lines[0].startswith(f"{path}:1: warning: $schema=schema.json names ")
+    assert lines[1].startswith(f"{path}:{line_of(path, '[gpu]')}: classes.training.pools[0]: ")
+
+
+def test_a_policy_read_from_standard_input_has_no_folder_to_look_in(
+    monkeypatch: pytest.MonkeyPatch, capsys: Capture
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(default_policy_text()))
+
+    code = main(["policy", "validate", "-"])
+
+    assert (code, capsys.readouterr()) == (0, ("-: ok (2 pools, 2 classes)\n", ""))

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from webhook.cli.parsing import add_file_arguments, file_names
+from webhook.cli.policy_init import add_init_command
 from webhook.cli.policy_option import add_policy_option, load_engine
 from webhook.errors import PolicyError
 
@@ -160,7 +161,7 @@ def add_offline_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
 def add_policy_offline_commands(
     policy_commands: argparse._SubParsersAction[argparse.ArgumentParser],
 ) -> None:
-    """Add `schema` and `test` to the `gpu-admission policy` commands."""
+    """Add `schema`, `test` and `init` to the `gpu-admission policy` commands."""
     schema = policy_commands.add_parser(
         "schema", help="print the JSON Schema of policy files (editors validate with it)"
     )
@@ -206,6 +207,7 @@ def add_policy_offline_commands(
     )
     _add_print_schema(test, "PolicyTestReport of --output json|yaml")
     test.set_defaults(run=_policy_test)
+    add_init_command(policy_commands)
 
 
 def _add_print_schema(parser: argparse.ArgumentParser, what: str) -> None:

@@ -5,7 +5,10 @@ input; a folder stands for every *.yaml and *.yml file in it (not in its subfold
 
 A problem reads `file:line: path: reason` (the line of the offending key or value; a
 missing field at the mapping that lacks it). Every file is checked, even after one
-fails; the exit code is 1 when any did. The engine and the policy model are imported
+fails; the exit code is 1 when any did. A file whose `# yaml-language-server: $schema=`
+line names a schema file that is not there (a copy of a shipped policy names
+`schema.json`) gets a warning saying how to write it (webhook.cli.schema_modeline),
+which fails nothing. The engine and the policy model are imported
 when the command runs, not when it is added to the parser.
 """
 
@@ -35,6 +38,7 @@ def add_validate_command(
 
 
 def validate_policies(args: argparse.Namespace) -> int:
+    from webhook.cli.schema_modeline import missing_schema
     from webhook.engine.serving import serving_engine
     from webhook.errors import PolicyError
 
@@ -46,11 +50,15 @@ def validate_policies(args: argparse.Namespace) -> int:
     for path in _policy_paths(names):
         try:
             text = sys.stdin.read() if str(path) == "-" else path.read_text("utf-8")
-            policy = serving_engine(text, str(path)).policy
         except (OSError, UnicodeDecodeError) as error:
             print(f"{path}: cannot read: {_reason(error)}", file=sys.stderr)
             failed = True
             continue
+        warning = missing_schema(path, text) if str(path) != "-" else None
+        if warning is not None:
+            print(warning, file=sys.stderr)
+        try:
+            policy = serving_engine(text, str(path)).policy
         except PolicyError as error:
             for problem in error.problems:
                 print(problem, file=sys.stderr)
