@@ -1,7 +1,8 @@
 """The Helm chart's values a platform team sets around the service: where the replicas run
 (nodeSelector, tolerations, affinity, topologySpreadConstraints), what their pods carry
 (podAnnotations, podLabels, imagePullSecrets), the quota their priority class may need,
-the Prometheus Operator objects' labels, and a release in a namespace of its own choosing.
+the Prometheus Operator objects' labels, annotations, namespace and scrape settings, the
+alerts' labels and runbook links, and a release in a namespace of its own choosing.
 
 Rendered by the real helm (`helm template`, `helm lint --strict`), as tests/deploy/test_helm.py
 does; the objects' equivalence with the kustomize tree is that file's.
@@ -87,10 +88,31 @@ EVERY_VALUE: dict[str, Any] = {
     "podAnnotations": {"example.com/owner": "platform"},
     "podLabels": {"team": "platform", "example.com/cost-center": "ml-1234"},
     "monitoring": {
-        "serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
-        "alerts": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
+        "serviceMonitor": {
+            "enabled": True,
+            "labels": {"release": "kube-prometheus-stack"},
+            "annotations": {"example.com/owner": "platform"},
+            "namespace": "monitoring",
+            "interval": "15s",
+            "scrapeTimeout": "10s",
+            "relabelings": [
+                {"targetLabel": "cluster", "replacement": "gpu-prod-eu", "action": "replace"}
+            ],
+            "metricRelabelings": [
+                {"sourceLabels": ["__name__"], "regex": "gpu_admission_.*", "action": "keep"}
+            ],
+        },
+        "alerts": {
+            "enabled": True,
+            "labels": {"release": "kube-prometheus-stack"},
+            "annotations": {"example.com/owner": "platform"},
+            "namespace": "monitoring",
+            "additionalRuleLabels": {"team": "ml-platform"},
+        },
+        "runbookBaseUrl": "https://github.com/example/gpu-admission/blob/main/docs/runbooks/",
     },
 }
+MONITORING_NAMESPACE = EVERY_VALUE["monitoring"]["serviceMonitor"]["namespace"]
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +166,11 @@ def test_every_value_of_this_file_is_in_values_yaml_and_its_schema() -> None:
         assert key in schema["properties"], key
     for monitor in ("serviceMonitor", "alerts"):
         assert values["monitoring"][monitor]["labels"] == {}
+        given = EVERY_VALUE["monitoring"][monitor]
+        assert set(given) <= set(values["monitoring"][monitor]), monitor
+        schema_of = schema["properties"]["monitoring"]["properties"][monitor]
+        assert set(given) <= set(schema_of["properties"]), monitor
+    assert values["monitoring"]["runbookBaseUrl"] == ""
 
 
 # -- where the replicas run -----------------------------------------------------------------
@@ -301,6 +328,23 @@ def test_metadata_the_chart_sets_itself_is_refused_with_a_message_naming_it(
         ("imagePullSecrets[0].secret=x", "/imagePullSecrets/0"),
         ("priorityClassQuota.enabled=maybe", "/priorityClassQuota/enabled"),
         ("monitoring.serviceMonitor.labels.release=a b", "/monitoring/serviceMonitor/labels"),
+        (
+            "monitoring.serviceMonitor.scrapeTimeout=10 seconds",
+            "/monitoring/serviceMonitor/scrapeTimeout",
+        ),
+        ("monitoring.serviceMonitor.interval=1min", "/monitoring/serviceMonitor/interval"),
+        ("monitoring.serviceMonitor.namespace=Monitoring", "/monitoring/serviceMonitor/namespace"),
+        (
+            "monitoring.serviceMonitor.relabelings[0].target_label=cluster",
+            "additional properties 'target_label' not allowed",
+        ),
+        (
+            "monitoring.serviceMonitor.metricRelabelings[0].action=delete",
+            "/monitoring/serviceMonitor/metricRelabelings/0/action",
+        ),
+        ("monitoring.alerts.namespace=a_b", "/monitoring/alerts/namespace"),
+        ("monitoring.alerts.additionalRuleLabels.my-team=ml", "invalid propertyName 'my-team'"),
+        ("monitoring.runbookBaseUrl=docs/runbooks", "/monitoring/runbookBaseUrl"),
     ],
 )
 def test_a_value_of_the_wrong_shape_is_refused_by_the_schema(
@@ -385,6 +429,109 @@ def test_monitoring_labels_are_added_to_the_charts_own(helm: Path, every_value: 
         }
 
 
+ALERTS_ON = sets("monitoring.alerts.enabled=true")
+RULES_FILE = CHART_DIR / "files" / "prometheus-rules.yaml"
+
+
+def alert_rules(rule: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every rule of a PrometheusRule, in order."""
+    return [r for group in rule["spec"]["groups"] for r in group["rules"]]
+
+
+def test_the_service_monitor_takes_its_scrape_settings_and_is_made_where_asked(
+    helm: Path, every_value: Path
+) -> None:
+    objects = template(helm, "--namespace", RELEASE_NAMESPACE, "--values", str(every_value))
+    given = EVERY_VALUE["monitoring"]["serviceMonitor"]
+
+    monitor = one(objects, "ServiceMonitor")
+
+    assert monitor["metadata"]["namespace"] == "monitoring"
+    assert monitor["metadata"]["annotations"] == given["annotations"]
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [RELEASE_NAMESPACE]}
+    [endpoint] = monitor["spec"]["endpoints"]
+    assert endpoint == {
+        "port": "metrics",
+        "path": "/metrics",
+        "scheme": "http",
+        "interval": "15s",
+        "scrapeTimeout": "10s",
+        "relabelings": given["relabelings"],
+        "metricRelabelings": given["metricRelabelings"],
+    }
+
+
+def test_an_empty_interval_leaves_it_to_prometheus(helm: Path) -> None:
+    enabled = sets("monitoring.serviceMonitor.enabled=true", "monitoring.serviceMonitor.interval=")
+
+    [endpoint] = one(template(helm, *enabled), "ServiceMonitor")["spec"]["endpoints"]
+
+    assert "interval" not in endpoint and "scrapeTimeout" not in endpoint
+
+
+def test_the_prometheus_rule_takes_annotations_a_namespace_and_labels_on_every_alert(
+    helm: Path, every_value: Path
+) -> None:
+    objects = template(helm, "--namespace", RELEASE_NAMESPACE, "--values", str(every_value))
+    shipped = yaml.safe_load(RULES_FILE.read_text("utf-8"))
+
+    rule = one(objects, "PrometheusRule")
+
+    assert rule["metadata"]["namespace"] == "monitoring"
+    assert rule["metadata"]["annotations"] == {"example.com/owner": "platform"}
+    alerts = alert_rules(rule)
+    assert [a["labels"] for a in alerts] == [
+        {**a["labels"], "team": "ml-platform"} for a in alert_rules({"spec": shipped})
+    ]
+    for alert in alerts:  # and nothing else changed
+        alert["labels"].pop("team")
+        alert["annotations"]["runbook_url"] = f"docs/runbooks/{alert['alert']}.md"
+    assert rule["spec"] == shipped
+
+
+@pytest.mark.parametrize(
+    "base",
+    [
+        "https://runbooks.example/gpu-admission",
+        "https://runbooks.example/gpu-admission/",
+        "https://runbooks.example/gpu-admission//",
+    ],
+)
+def test_runbook_links_are_the_base_url_one_slash_and_the_alerts_page(
+    helm: Path, base: str
+) -> None:
+    rule = one(
+        template(helm, *ALERTS_ON, *sets(f"monitoring.runbookBaseUrl={base}")), "PrometheusRule"
+    )
+
+    links = {a["alert"]: a["annotations"]["runbook_url"] for a in alert_rules(rule)}
+
+    assert len(links) == 8
+    assert links == {name: f"https://runbooks.example/gpu-admission/{name}.md" for name in links}
+
+
+def test_without_a_base_url_the_shipped_rules_are_rendered_as_written(helm: Path) -> None:
+    rendered = run([helm, "template", "gpu-admission", CHART_DIR, *ALERTS_ON]).stdout
+
+    lines = RULES_FILE.read_text("utf-8").splitlines(keepends=True)
+    rules = "".join(f"  {line}" if line.strip() else line for line in lines)
+    assert f"\nspec:\n{rules}" in rendered  # comments and all
+    rule = one([o for o in yaml.safe_load_all(rendered) if o], "PrometheusRule")
+    assert all(
+        a["annotations"]["runbook_url"] == f"docs/runbooks/{a['alert']}.md"
+        for a in alert_rules(rule)
+    )
+
+
+def test_an_alert_label_the_alerts_set_themselves_is_refused(helm: Path) -> None:
+    setting = sets("monitoring.alerts.additionalRuleLabels.severity=info")
+
+    assert (
+        "monitoring.alerts.additionalRuleLabels: severity is a label the alert "
+        "GpuAdmissionPolicyInvalid sets itself: it cannot be overridden"
+    ) in refused(helm, *ALERTS_ON, *setting)
+
+
 # -- a release in another namespace ------------------------------------------------------------
 
 
@@ -443,13 +590,18 @@ def test_a_release_in_another_namespace_never_names_gpu_admission_as_a_namespace
     assert RELEASE_NAMESPACE in named
     assert set(named) <= {RELEASE_NAMESPACE, "kube-system", "kube-node-lease", "monitoring"}
     for obj in objects:
-        if obj["kind"] not in CLUSTER_SCOPED:
+        if obj["kind"] in MADE_IN_THE_MONITORING_NAMESPACE:
+            assert obj["metadata"]["namespace"] == MONITORING_NAMESPACE, obj["kind"]
+        elif obj["kind"] not in CLUSTER_SCOPED:
             assert obj["metadata"]["namespace"] == RELEASE_NAMESPACE, obj["kind"]
     if mode == "selfSigned":
         names = serving_certificate_names(objects)
         assert f"gpu-admission.{RELEASE_NAMESPACE}.svc" in names
         assert not [n for n in names if ".gpu-admission" in n]
 
+
+MADE_IN_THE_MONITORING_NAMESPACE = {"ServiceMonitor", "PrometheusRule"}
+"""The kinds every value puts in Prometheus' namespace (monitoring.*.namespace)."""
 
 CLUSTER_SCOPED = {
     "ClusterRole",

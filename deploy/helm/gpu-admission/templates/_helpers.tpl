@@ -214,6 +214,32 @@ key the chart sets itself: (list "VALUE" (the value) (the chart's keys) "WHY").
 {{- end -}}
 
 {{/*
+The alert rules of files/prometheus-rules.yaml as YAML, each alert's runbook_url
+<monitoring.runbookBaseUrl>/<alert>.md (one slash between them) when a base is given, and
+monitoring.alerts.additionalRuleLabels added to each alert's labels, refusing one an
+alert sets itself (severity: Alertmanager routes and the runbooks read it).
+*/}}
+{{- define "gpu-admission.alertRules" -}}
+{{- $rules := .Files.Get "files/prometheus-rules.yaml" | fromYaml -}}
+{{- $base := regexReplaceAll "/+$" .Values.monitoring.runbookBaseUrl "" -}}
+{{- $extra := .Values.monitoring.alerts.additionalRuleLabels | default dict -}}
+{{- range $group := $rules.groups -}}
+{{- range $rule := $group.rules -}}
+{{- if $base -}}
+{{- $_ := set $rule.annotations "runbook_url" (printf "%s/%s.md" $base $rule.alert) -}}
+{{- end -}}
+{{- range $key, $value := $extra -}}
+{{- if hasKey $rule.labels $key -}}
+{{- fail (printf "monitoring.alerts.additionalRuleLabels: %s is a label the alert %s sets itself: it cannot be overridden" $key $rule.alert) -}}
+{{- end -}}
+{{- $_ := set $rule.labels $key $value -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $rules -}}
+{{- end -}}
+
+{{/*
 The replicas' topologySpreadConstraints as YAML: each entry of the value, with the
 replicas' selector labels as its labelSelector and pod-template-hash as its
 matchLabelKeys where it sets none.
