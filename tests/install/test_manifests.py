@@ -24,6 +24,7 @@ from webhook.install.manifests import (
     SYNC_COMMAND,
     deploy_webhook_configurations,
     generated_files,
+    policy_copy,
     scope_annotation_note,
 )
 from webhook.install.names import TLS_SECRET
@@ -141,8 +142,22 @@ def test_the_policy_copies_are_the_policies_themselves(name: str) -> None:
     copy = DEPLOY / ("base" if name == "default.yaml" else "overlays/overflow") / "policy.yaml"
     original = (REPOSITORY / "policies" / name).read_text("utf-8")
 
-    assert copy.read_text("utf-8").endswith(original)
+    without_schema_line = "".join(
+        line
+        for line in original.splitlines(keepends=True)
+        if not line.startswith("# yaml-language-server:")
+    )
+    assert copy.read_text("utf-8").endswith(without_schema_line)
     assert yaml.safe_load(copy.read_text("utf-8")) == yaml.safe_load(original)
+
+
+def test_a_policy_copy_leaves_out_the_schema_line_whose_schema_stays_behind() -> None:
+    assert (
+        (REPOSITORY / "policies" / "default.yaml")
+        .read_text("utf-8")
+        .startswith("# yaml-language-server: $schema=")
+    )
+    assert "yaml-language-server" not in policy_copy("default.yaml")
 
 
 class TestCommands:

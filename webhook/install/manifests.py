@@ -79,6 +79,8 @@ CRD_HEADER = f"""\
 # templates/policyreport-crd.yaml without templating.
 """
 
+SCHEMA_LINE = "# yaml-language-server:"
+
 POLICY_HEADER = """\
 # Copied from policies/{name} by `{command}`:
 # do not edit, a unit test fails when this copy is stale. To deploy a policy
@@ -161,8 +163,12 @@ def policy_scope_patch(policy: Policy) -> str:
 
 
 def policy_copy(name: str) -> str:
-    """A policy shipped in the package (policies/NAME), behind a header saying so."""
-    return POLICY_HEADER.format(name=name, command=SYNC_COMMAND) + shipped_text(name)
+    """A policy shipped in the package (policies/NAME), behind a header saying so, without
+    its editor's schema line: the schema it names stays beside the original."""
+    lines = shipped_text(name).splitlines(keepends=True)
+    if lines and lines[0].startswith(SCHEMA_LINE):
+        lines = lines[1:]
+    return POLICY_HEADER.format(name=name, command=SYNC_COMMAND) + "".join(lines)
 
 
 def generated_files() -> list[GeneratedFile]:
