@@ -16,6 +16,7 @@ import pytest
 
 # Fixtures of the tests of gpu-admission itself, re-exported so pytest finds them.
 from .admission_fixtures import admission, opted_in, plain_namespace
+from .audit_log import audit_flags
 from .build_controlplane import GoToolchainMissing, ensure_binaries
 from .controlplane import ControlPlane
 from .nodes import NodeSpec, register_fleet
@@ -56,7 +57,10 @@ def controlplane(
     and cleans up cluster-scoped objects it creates.
     """
     # pytest keeps the last few tmp directories: the logs of a failed run stay.
-    plane = ControlPlane(controlplane_bin_dir, tmp_path_factory.mktemp("controlplane"))
+    work_dir = tmp_path_factory.mktemp("controlplane")
+    plane = ControlPlane(
+        controlplane_bin_dir, work_dir, extra_apiserver_flags=audit_flags(work_dir / "audit")
+    )
     plane.start()
     try:
         yield plane

@@ -17,6 +17,7 @@ import yaml
 
 from webhook.policy import load_default_policy
 
+from . import audit_log
 from .admission_fixtures import EXAMPLES, example
 from .controlplane import ControlPlane
 from .nodes import FLEET, nodes_in_pool
@@ -62,6 +63,31 @@ def test_an_inference_deployment_is_mutated_and_bound_to_inference_nodes(
         # Its GPU limit is the manifest's, kube-apiserver defaults the request from it.
         assert annotations["gpu-admission.io/injected"] == "affinity,tolerations,priority"
         assert annotations["gpu-admission.io/policy-revision"] == load_default_policy().revision
+
+
+def test_kube_apiservers_audit_log_records_what_the_mutation_injected(
+    controlplane: ControlPlane, opted_in: str
+) -> None:
+    controlplane.apply(example("mig-inference-pod.yaml"), namespace=opted_in)
+    pod = controlplane.get_json("pod", "embedder", opted_in)
+
+    [event] = [
+        event
+        for event in audit_log.events(controlplane.work_dir / "audit")
+        if event["objectRef"].get("namespace") == opted_in
+        and event["objectRef"].get("resource") == "pods"
+        and event["verb"] == "create"
+    ]
+
+    recorded = event["annotations"]
+    stored = pod["metadata"]["annotations"]
+    assert recorded["mutate.gpu-admission.io/injected"] == stored["gpu-admission.io/injected"]
+    assert recorded["mutate.gpu-admission.io/injected"] == "affinity,tolerations,priority"
+    assert (
+        recorded["mutate.gpu-admission.io/policy-revision"]
+        == stored["gpu-admission.io/policy-revision"]
+        == load_default_policy().revision
+    )
 
 
 def test_a_training_job_of_eight_gpu_pods_lands_on_training_nodes_drawn_together(
