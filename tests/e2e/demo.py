@@ -113,7 +113,8 @@ def _apply_denied(plane: ControlPlane, namespace: str) -> None:
     print("\n== pods that break a rule")
     for path in sorted((EXAMPLES / "denied").glob("*.yaml")):
         result = plane.apply(path.read_text("utf-8"), namespace=namespace, check=False)
-        print(f"$ kubectl apply -f examples/denied/{path.name}\n{result.stderr.strip()}\n")
+        answer = (result.stderr or result.stdout).strip()  # another policy may admit it
+        print(f"$ kubectl apply -f examples/denied/{path.name}\n{answer}\n")
 
 
 def _unbound(plane: ControlPlane, namespace: str) -> bool:
