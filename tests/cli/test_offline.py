@@ -878,6 +878,21 @@ class TestPolicyTest:
             "1 cases: 0 passed, 0 failed, 1 could not be run\n"
         )
 
+    @pytest.mark.parametrize("workload", ["", "workload: training\n"])
+    def test_a_case_whose_objects_kind_is_no_string_cannot_be_run(
+        self, tmp_path: Path, capsys: Capture, workload: str
+    ) -> None:
+        for name, kind in [("list", "[Pod]"), ("mapping", "{a: b}")]:
+            (tmp_path / f"{name}.yaml").write_text(
+                f"{workload}expect: allowed\n"
+                f"object: {{apiVersion: v1, kind: {kind}, metadata: {{name: p}}}}\n"
+            )
+
+        code = main(["policy", "test", str(tmp_path)])
+
+        assert code == 2
+        assert capsys.readouterr().out.endswith("2 cases: 0 passed, 0 failed, 2 could not be run\n")
+
     def test_a_single_file_and_a_folder_are_run_and_run_selects_cases_by_name(
         self, capsys: Capture
     ) -> None:

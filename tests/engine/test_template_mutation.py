@@ -128,6 +128,20 @@ def test_a_pod_given_the_co_location_hint_of_its_jobs_label_is_annotated_with_al
     )
 
 
+def test_names_recorded_by_another_revision_or_by_hand_are_not_repeated() -> None:
+    pod = pod_from_template(template())
+    pod["metadata"] = {**pod["metadata"], "name": "train-0", "namespace": "ml"}
+    pod["metadata"]["annotations"] = {INJECTED_ANNOTATION: "gpu-isolation,co-location"}
+    written = {"affinity,tolerations,priority,gpu-limits"}
+    for revision in (None, "0123456789ab"):
+        if revision:
+            pod["metadata"]["annotations"]["gpu-admission.io/policy-revision"] = revision
+
+        result = jsonpatch.apply_patch(pod, list(ENGINE.mutate(pod_create(pod)).patch))
+
+        assert {result["metadata"]["annotations"][INJECTED_ANNOTATION]} == written
+
+
 def test_each_template_of_a_workload_is_mutated_at_its_own_path() -> None:
     pytorch = {
         "apiVersion": "kubeflow.org/v1",

@@ -48,6 +48,10 @@ class TestWhatIsAClaimObject:
         assert not is_claim_object({"apiVersion": "v1", "kind": "Pod"})
         assert not is_claim_object({"apiVersion": "example.com/v1", "kind": TEMPLATE})
 
+    def test_a_kind_that_is_no_string_is_no_claim_object(self) -> None:
+        for kind in ([CLAIM], {CLAIM: 1}, None, 3):
+            assert not is_claim_object({"apiVersion": "resource.k8s.io/v1", "kind": kind})
+
     def test_a_version_whose_layout_is_not_read_says_which_are(self) -> None:
         obj = {"apiVersion": "resource.k8s.io/v1alpha3", "kind": TEMPLATE}
 

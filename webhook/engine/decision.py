@@ -175,8 +175,9 @@ POLICY_REVISION = "policy-revision"
 
 
 def allow_injected(patch: list[dict[str, Any]], revision: str) -> Decision:
-    """A mutation, with audit annotations naming what it injected and the policy's
-    revision, the same as the annotations it writes on the object."""
+    """A mutation, with audit annotations naming what this review injected and the
+    policy's revision: for a Pod, the annotations it writes on it (a pod made from a
+    mutated template is annotated with the template's names as well)."""
     if not patch:
         return allow()
     annotations = {INJECTED: ",".join(injected(patch))}

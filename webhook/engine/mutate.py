@@ -64,9 +64,11 @@ REVISION_ANNOTATION = "gpu-admission.io/policy-revision"
 
 def _record(patch: PatchBuilder, policy: Policy, pod: PodView) -> None:
     """The annotations naming what `patch` injected and the policy's revision. A pod made
-    from a mutated template carries the template's, and gets no patch of its own but the
-    co-location hint of its Job's label: its names are added to the template's."""
-    names = ",".join(joined(_recorded(pod.raw), injected(patch.operations)))
+    from a template this policy mutated carries the template's, and gets no patch of its
+    own but the co-location hint of its Job's label: its names are added to the
+    template's. Names recorded under another revision, or none, are not repeated."""
+    recorded = _recorded(pod.raw, policy.revision)
+    names = ",".join(joined(recorded, injected(patch.operations)))
     metadata, path = patch.mapping(pod.raw, "", "metadata")
     annotations, path = patch.mapping(metadata, path, "annotations")
     patch.set(annotations, path, INJECTED_ANNOTATION, names)
@@ -74,10 +76,15 @@ def _record(patch: PatchBuilder, policy: Policy, pod: PodView) -> None:
         patch.set(annotations, path, REVISION_ANNOTATION, policy.revision)
 
 
-def _recorded(raw: Mapping[str, Any]) -> object:
+def _recorded(raw: Mapping[str, Any], revision: str) -> object:
+    """What a mutation by the policy of `revision` recorded on `raw`, else None."""
     metadata = raw.get("metadata")
     annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
-    return annotations.get(INJECTED_ANNOTATION) if isinstance(annotations, Mapping) else None
+    if not revision or not isinstance(annotations, Mapping):
+        return None
+    if annotations.get(REVISION_ANNOTATION) != revision:
+        return None
+    return annotations.get(INJECTED_ANNOTATION)
 
 
 def created_pod(

@@ -45,9 +45,10 @@ _BESIDE_EXACTLY = frozenset({"name", "firstAvailable", "exactly"})
 
 def is_claim_object(obj: Mapping[str, Any]) -> bool:
     """Whether `obj` is a ResourceClaimTemplate or ResourceClaim, of any version."""
-    api_version = obj.get("apiVersion")
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
     return (
-        obj.get("kind") in RESOURCES
+        isinstance(kind, str)
+        and kind in RESOURCES
         and isinstance(api_version, str)
         and api_version.startswith(f"{GROUP}/")
     )
