@@ -182,6 +182,19 @@ class TestCommands:
         assert scope["policySha256"] == hashlib.sha256(policy.read_bytes()).hexdigest()
         assert set(scope["webhooks"]["mutate.gpu-admission.io"]) == {"rules", "objectSelector"}
 
+    def test_sync_refuses_a_list_of_rules_without_its_end_and_writes_nothing(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        deploy = tmp_path / "deploy"
+        deploy.mkdir()
+        (deploy / "kustomization.yaml").write_text("resources: []\n")
+        page = tmp_path / "page.md"
+        page.write_text("<!-- rules: written from the engine by gpu-admission manifests sync -->\n")
+
+        assert self.run(["manifests", "sync", "--deploy-dir", str(deploy)]) == 2
+        assert "has no <!-- /rules -->; nothing written" in capsys.readouterr().err
+        assert sorted(p.name for p in deploy.iterdir()) == ["kustomization.yaml"]
+
     def test_helm_values_of_a_policy_the_service_would_refuse_exit_2(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:

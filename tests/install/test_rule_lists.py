@@ -14,6 +14,7 @@ from webhook.install.rule_lists import (
     MARKDOWN_BEGIN,
     MARKDOWN_END,
     YAML_BEGIN,
+    UnreadableRuleList,
     rule_list_documents,
     with_rule_lists,
 )
@@ -87,3 +88,45 @@ def _listed(text: str) -> list[str]:
             break
         lines.append(line[4:])
     return [name.strip(" .") for name in " ".join(lines).split(",")]
+
+
+def test_a_list_ends_at_its_full_stop_and_the_comments_after_it_stay() -> None:
+    text = f"{YAML_BEGIN}\n#   old-rule.\n#   a note of the document's own\nkey: 1\n"
+
+    rewritten = with_rule_lists(text)
+
+    assert rewritten.endswith("#   claims-not-judged.\n#   a note of the document's own\nkey: 1\n")
+
+
+def test_a_document_of_crlf_lines_is_rewritten_in_its_own_line_endings() -> None:
+    text = f"a\r\n{MARKDOWN_BEGIN}\r\n`old-rule`.\r\n{MARKDOWN_END}\r\nb\r\n"
+
+    rewritten = with_rule_lists(text)
+
+    assert _listed(rewritten.replace("\r\n", "\n")) == list(RULES.names)
+    assert "\n" not in rewritten.replace("\r\n", "")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"{MARKDOWN_BEGIN}\n`a`.\n\nkept\n\n{MARKDOWN_BEGIN}\n`b`.\n{MARKDOWN_END}\n",
+        f"{YAML_BEGIN}\n#   no full stop\nkey: 1\n",
+    ],
+    ids=["markdown without its end", "yaml without its full stop"],
+)
+def test_a_list_whose_end_cannot_be_found_is_refused_not_overwritten(text: str) -> None:
+    with pytest.raises(UnreadableRuleList):
+        with_rule_lists(text)
+
+
+def test_sync_run_inside_deploy_finds_the_documents_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "deploy").mkdir()
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "page.md").write_text(f"{MARKDOWN_BEGIN}\n`old`.\n{MARKDOWN_END}\n")
+    monkeypatch.chdir(tmp_path / "deploy")
+
+    assert [f.path for f in document_files(Path(".").resolve().parent)] == [Path("../docs/page.md")]
+    assert Path("../docs/page.md") in stale_files(Path("."))

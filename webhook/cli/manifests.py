@@ -17,6 +17,7 @@ from webhook.install.manifests import (
     sync,
     webhooks_yaml,
 )
+from webhook.install.rule_lists import UnreadableRuleList
 from webhook.policy.compiled import Policy
 
 
@@ -80,11 +81,21 @@ def _sync(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    if args.check:
-        stale = stale_files(deploy_dir)
-        for path in stale:
-            print(f"{path}: stale, run `{SYNC_COMMAND}`")
-        return 1 if stale else 0
+    try:
+        return _check(deploy_dir) if args.check else _write(deploy_dir)
+    except UnreadableRuleList as error:
+        print(f"gpu-admission: {error}; nothing written", file=sys.stderr)
+        return 2
+
+
+def _check(deploy_dir: Path) -> int:
+    stale = stale_files(deploy_dir)
+    for path in stale:
+        print(f"{path}: stale, run `{SYNC_COMMAND}`")
+    return 1 if stale else 0
+
+
+def _write(deploy_dir: Path) -> int:
     for path in sync(deploy_dir):
         print(f"{path}: written")
     return 0

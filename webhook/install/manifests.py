@@ -38,7 +38,7 @@ import yaml
 from webhook.install.chart import CHART, alerts_rules, webhook_scope, webhooks_template
 from webhook.install.configurations import Endpoint, render_webhook_configurations
 from webhook.install.names import NAMESPACE, POLICY_CONFIGMAP, SERVICE
-from webhook.install.rule_lists import rule_list_documents, with_rule_lists
+from webhook.install.rule_lists import UnreadableRuleList, rule_list_documents, with_rule_lists
 from webhook.install.scope import SCOPE_ANNOTATION, scope_digest
 from webhook.policy import Policy, load_default_policy, load_policy_text
 from webhook.policy.load import DEFAULT_POLICY
@@ -223,23 +223,35 @@ def document_files(root: Path) -> list[GeneratedFile]:
     """The documents of the repository at `root` that list the rules, each with its lists
     written from the engine (``webhook.install.rule_lists``), relative to root/deploy."""
     return [
-        GeneratedFile(Path("..") / path.relative_to(root), with_rule_lists(_text(path)))
+        GeneratedFile(Path("..") / path.relative_to(root), _with_rule_lists(path))
         for path in rule_list_documents(root)
     ]
+
+
+def _with_rule_lists(path: Path) -> str:
+    try:
+        return with_rule_lists(_text(path))
+    except UnreadableRuleList as error:
+        raise UnreadableRuleList(f"{path}: {error}") from None
 
 
 def stale_files(deploy_dir: Path) -> list[Path]:
     """The generated files under `deploy_dir`, and the documents of its repository that
     list the rules, that are missing or differ from the package."""
-    files = [*document_files(deploy_dir.parent), *generated_files(), *chart_files(deploy_dir)]
+    files = [*document_files(_root(deploy_dir)), *generated_files(), *chart_files(deploy_dir)]
     return [path for path, text in _placed(deploy_dir, files) if _differs(path, text)]
 
 
 def sync(deploy_dir: Path) -> list[Path]:
     """Rewrite the stale generated files under `deploy_dir`; return those written. The
     documents go first: the shipped policies among them are what deploy/ copies."""
-    written = _write(deploy_dir, document_files(deploy_dir.parent))
+    written = _write(deploy_dir, document_files(_root(deploy_dir)))
     return written + _write(deploy_dir, [*generated_files(), *chart_files(deploy_dir)])
+
+
+def _root(deploy_dir: Path) -> Path:
+    """The repository holding `deploy_dir`, however it was spelt (`.` inside it)."""
+    return deploy_dir.resolve().parent
 
 
 def _write(deploy_dir: Path, files: list[GeneratedFile]) -> list[Path]:

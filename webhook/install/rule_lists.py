@@ -23,8 +23,14 @@ YAML_BEGIN = "# The rules, by name (written from the engine by gpu-admission man
 YAML_INDENT = "#   "
 WIDTH = 88
 
-_MARKDOWN = re.compile(re.escape(MARKDOWN_BEGIN) + r"\n.*?" + re.escape(MARKDOWN_END), re.S)
-_YAML = re.compile("^" + re.escape(YAML_BEGIN) + r"\n(?:#   .*\n)*", re.M)
+_MARKDOWN = re.compile(
+    re.escape(MARKDOWN_BEGIN) + r"\r?\n(?:(?!<!-- rules:).)*?" + re.escape(MARKDOWN_END), re.S
+)
+_YAML = re.compile(
+    "^" + re.escape(YAML_BEGIN) + r"\r?\n(?:#   [^\r\n]*[^.\r\n]\r?\n)*#   [^\r\n]*\.\r?\n", re.M
+)
+"""A list in YAML ends at its first line that ends with a full stop: the comment lines
+after it are the document's own."""
 
 DOCUMENT_GLOBS = ("*.md", "docs/**/*.md", "deploy/**/*.md", "webhook/policies/*.yaml")
 """Where, under the repository's root, documents may list the rules."""
@@ -47,10 +53,26 @@ def yaml_block(names: Sequence[str]) -> str:
     return "\n".join([YAML_BEGIN, *(YAML_INDENT + line for line in lines)]) + "\n"
 
 
+class UnreadableRuleList(ValueError):
+    """A list of rules begins where its end cannot be found: nothing is written."""
+
+
 def with_rule_lists(text: str, names: Sequence[str] = RULES.names) -> str:
-    """`text` with each marked list of rules written from `names`."""
-    text = _MARKDOWN.sub(lambda _: markdown_block(names), text)
-    return _YAML.sub(lambda _: yaml_block(names), text)
+    """`text` with each marked list of rules written from `names`, in the line endings
+    `text` has. Raises UnreadableRuleList for a list whose end is not where it should be
+    (a Markdown list without its end marker, a YAML one without its full stop)."""
+    newline = "\r\n" if "\r\n" in text else "\n"
+    markdown, written = _MARKDOWN.subn(lambda _: _lines(markdown_block(names), newline), text)
+    if written != text.count(MARKDOWN_BEGIN):
+        raise UnreadableRuleList(f"a list begins with {MARKDOWN_BEGIN} but has no {MARKDOWN_END}")
+    result, written = _YAML.subn(lambda _: _lines(yaml_block(names), newline), markdown)
+    if written != text.count(YAML_BEGIN):
+        raise UnreadableRuleList(f"a list after {YAML_BEGIN!r} has no line ending with '.'")
+    return result
+
+
+def _lines(block: str, newline: str) -> str:
+    return block.replace("\n", newline)
 
 
 def lists_rules(text: str) -> bool:
