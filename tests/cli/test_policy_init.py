@@ -32,7 +32,7 @@ def test_init_writes_the_default_policy_and_its_schema_beside_it_named_by_its_fi
         f"wrote {policy} (the default policy)",
         f"wrote {schema} (its JSON Schema, named by {policy}'s first line)",
     ]
-    assert modeline(text) == Modeline(1, "team.schema.json")
+    assert modeline(text) == Modeline(1, "./team.schema.json")
     assert text.splitlines()[1:] == shipped_text("default.yaml").splitlines()[1:]
     assert schema.read_text("utf-8") == policy_schema_text(RULES.names)
     assert json.loads(schema.read_text("utf-8"))["title"] == "gpu-admission policy"
@@ -68,7 +68,7 @@ def test_from_names_the_shipped_policy_to_start_from(tmp_path: Path, capsys: Cap
         f"wrote {policy} (the overflow policy)",
     )
     assert text.splitlines()[1:] == shipped_text("overflow.yaml").splitlines()[1:]
-    assert modeline(text) == Modeline(1, "overflow.schema.json")
+    assert modeline(text) == Modeline(1, "./overflow.schema.json")
 
 
 @pytest.mark.parametrize("existing", ["team.yaml", "team.schema.json"])
@@ -100,7 +100,7 @@ def test_force_overwrites_both(tmp_path: Path, capsys: Capture) -> None:
 
     assert (refused, code) == (2, 0)
     assert f"{policy} and {schema} already exist: nothing written; --force overwrites" in err
-    assert modeline(policy.read_text("utf-8")) == Modeline(1, "team.schema.json")
+    assert modeline(policy.read_text("utf-8")) == Modeline(1, "./team.schema.json")
     assert schema.read_text("utf-8") == policy_schema_text(RULES.names)
 
 
@@ -112,8 +112,12 @@ def test_force_overwrites_both(tmp_path: Path, capsys: Capture) -> None:
         ("my team.yaml", "{path}: a name without spaces: the $schema line ends at the first one"),
         ("missing/team.yaml", "{path}: no folder {folder}"),
         ("folder.yaml", "{path} is a folder"),
+        (
+            "team#1.yaml",
+            "{path}: a name without '#': editors read the $schema line's path up to it",
+        ),
     ],
-    ids=["stdin", "suffix", "space", "no-folder", "a-folder"],
+    ids=["stdin", "suffix", "space", "no-folder", "a-folder", "hash"],
 )
 def test_a_file_init_cannot_write_is_a_usage_error_naming_why(
     tmp_path: Path, name: str, problem: str, capsys: Capture
@@ -155,3 +159,15 @@ def test_the_fix_the_validate_warning_names_silences_it(
 
     assert main(["policy", "validate", "team.yaml"]) == 0
     assert capsys.readouterr() == ("team.yaml: ok (2 pools, 2 classes)\n", "")
+
+
+def test_a_policy_named_like_a_url_names_its_schema_as_a_path(
+    tmp_path: Path, capsys: Capture
+) -> None:
+    policy = tmp_path / "httpd.yaml"
+    assert main(["policy", "init", str(policy)]) == 0
+
+    found = modeline(policy.read_text("utf-8"))
+
+    assert found is not None and found.is_path
+    assert found.schema_path(policy) == tmp_path / "./httpd.schema.json"

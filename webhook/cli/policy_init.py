@@ -4,7 +4,8 @@ editors check it with, beside it.
 FILE gets a shipped policy (the default one, or `--from overflow`), and
 `<FILE's name without .yaml>.schema.json` beside it gets the policy schema, the one
 `policy schema` prints; FILE's `# yaml-language-server: $schema=` line names that file
-by a path relative to FILE, so the pair can be moved or committed together and the
+by a path relative to FILE (`./httpd.schema.json`: a bare name starting with `http`
+would be read as a URL), so the pair can be moved or committed together and the
 editor still finds the schema. A schema named after its policy, rather than one
 `schema.json` per folder, lets policies that differ live in one folder, each with its
 own schema, and never meets a `schema.json` of something else there.
@@ -72,7 +73,7 @@ def init_policy(args: argparse.Namespace) -> int:
     schema = schema_beside(policy)
     files = (
         (schema, policy_schema_text(RULES.names)),
-        (policy, naming_schema(shipped_text(f"{args.source}.yaml"), schema.name)),
+        (policy, naming_schema(shipped_text(f"{args.source}.yaml"), f"./{schema.name}")),
     )
     for path, text in files:
         try:
@@ -92,6 +93,8 @@ def _refusal(policy: Path, force: bool) -> str | None:
         return f"{policy}: name the policy file *.yaml or *.yml, as policy validate DIR reads"
     if any(c.isspace() for c in policy.name):
         return f"{policy}: a name without spaces: the $schema line ends at the first one"
+    if "#" in policy.name:
+        return f"{policy}: a name without '#': editors read the $schema line's path up to it"
     if not policy.parent.is_dir():
         return f"{policy}: no folder {policy.parent}"
     schema = schema_beside(policy)
