@@ -469,6 +469,20 @@ def test_an_empty_interval_leaves_it_to_prometheus(helm: Path) -> None:
     assert "interval" not in endpoint and "scrapeTimeout" not in endpoint
 
 
+def test_a_duration_that_reads_as_a_number_is_rendered_as_the_string_the_crd_wants(
+    helm: Path,
+) -> None:
+    enabled = sets("monitoring.serviceMonitor.enabled=true")
+    zero = ("--set-string", "monitoring.serviceMonitor.interval=0")
+    timeout = ("--set-string", "monitoring.serviceMonitor.scrapeTimeout=0")
+
+    [endpoint] = one(template(helm, *enabled, *zero, *timeout), "ServiceMonitor")["spec"][
+        "endpoints"
+    ]
+
+    assert endpoint["interval"] == endpoint["scrapeTimeout"] == "0"
+
+
 def test_the_prometheus_rule_takes_annotations_a_namespace_and_labels_on_every_alert(
     helm: Path, every_value: Path
 ) -> None:
