@@ -179,6 +179,15 @@ def test_a_gpu_model_no_pool_has_is_refused_with_the_models(engine: Engine) -> N
     )
 
 
+def test_a_gpu_model_in_the_wrong_case_is_told_the_model_it_means(engine: Engine) -> None:
+    text = INFERENCE_POD.replace("workload: inference\n", "workload: inference\ngpuModel: a100\n")
+
+    assert refusal(engine, text) == (
+        "invalid case: case.yaml:3: gpuModel: 'a100' is not a GPU model of the policy's "
+        "pools; did you mean 'A100'? (A100, V100)"
+    )
+
+
 def test_a_class_given_both_as_the_field_and_as_the_label_is_refused(renamed: Engine) -> None:
     text = INFERENCE_POD.replace(
         "labels: {app: llm-server}", "labels: {app: llm-server, example.com/gpu-class: training}"
@@ -221,6 +230,12 @@ def test_a_workload_that_is_not_text_is_refused(engine: Engine) -> None:
 
 
 def test_fields_left_out_write_nothing(engine: Engine) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}}
+
     assert case_labels(engine.policy, None, None) == []
+    assert labelled(pod, [], engine.policy, engine.kinds, "", "c") == pod
+
+
+def test_a_class_that_is_not_the_policys_writes_nothing_and_is_refused(engine: Engine) -> None:
     with pytest.raises(ManifestError):
         labelled({}, case_labels(engine.policy, "gpu", None), engine.policy, engine.kinds, "", "c")

@@ -73,8 +73,11 @@ _WANTED = {
 
 
 def _nearest(word: str, candidates: Iterable[str]) -> str:
-    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    """The candidate `word` was meant to be: one that differs only in case first, else the
+    closest regardless of case."""
+    by_case = {candidate.casefold(): candidate for candidate in candidates}
+    close = difflib.get_close_matches(word.casefold(), list(by_case), n=1, cutoff=0.6)
+    return f"; did you mean {by_case[close[0]]!r}?" if close else ""
 
 
 def _shown(value: Any) -> str:
