@@ -107,3 +107,13 @@ def test_it_ends_with_what_to_try_next(demo: str) -> None:
         next_steps
     )
     assert "gpu-admission check --admitted" in next_steps
+
+
+def test_the_readme_shows_the_demos_own_headings_and_table(demo: str) -> None:
+    readme = (REPO / "README.md").read_text("utf-8")
+    shown = readme.split("```text\n", 1)[1].split("```", 1)[0].replace("demo", "team-a")
+    headings = [line for line in shown.splitlines() if line.startswith(("== ", "POD "))]
+
+    assert len(headings) == 4
+    for line in headings:
+        assert line in demo.splitlines()
