@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from webhook.engine.rules import RULES
+from webhook.errors import GpuAdmissionError
 
 MARKDOWN_BEGIN = "<!-- rules: written from the engine by gpu-admission manifests sync -->"
 MARKDOWN_END = "<!-- /rules -->"
@@ -53,7 +54,7 @@ def yaml_block(names: Sequence[str]) -> str:
     return "\n".join([YAML_BEGIN, *(YAML_INDENT + line for line in lines)]) + "\n"
 
 
-class UnreadableRuleList(ValueError):
+class UnreadableRuleList(GpuAdmissionError):
     """A list of rules begins where its end cannot be found: nothing is written."""
 
 
