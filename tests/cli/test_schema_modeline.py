@@ -60,19 +60,28 @@ def test_a_schema_named_relative_to_the_policy_that_is_not_there_is_a_warning(
     )
 
 
-def test_a_schema_that_is_there_relative_absolute_or_with_a_fragment_is_no_warning(
-    tmp_path: Path,
-) -> None:
+def test_a_schema_that_is_there_relative_or_absolute_is_no_warning(tmp_path: Path) -> None:
     (tmp_path / "schemas").mkdir()
     (tmp_path / "schemas" / "policy.json").write_text("{}", "utf-8")
+    (tmp_path / "team#1.schema.json").write_text("{}", "utf-8")
     policy = tmp_path / "team.yaml"
 
     for named in (
         "schemas/policy.json",
         str(tmp_path / "schemas" / "policy.json"),
-        "schemas/policy.json#/x",
+        "./team#1.schema.json",
     ):
         assert missing_schema(policy, f"# yaml-language-server: $schema={named}\n") is None
+
+
+def test_a_path_is_read_whole_a_hash_in_it_being_no_fragment(tmp_path: Path) -> None:
+    (tmp_path / "schemas").mkdir()
+    (tmp_path / "schemas" / "policy.json").write_text("{}", "utf-8")
+    policy = tmp_path / "team.yaml"
+
+    warning = missing_schema(policy, "# yaml-language-server: $schema=schemas/policy.json#/x\n")
+
+    assert warning is not None and "policy.json#/x, which is not there" in warning
 
 
 def test_an_absolute_path_that_is_not_there_and_a_folder_are_warnings(tmp_path: Path) -> None:

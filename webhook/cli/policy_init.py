@@ -93,8 +93,6 @@ def _refusal(policy: Path, force: bool) -> str | None:
         return f"{policy}: name the policy file *.yaml or *.yml, as policy validate DIR reads"
     if any(c.isspace() for c in policy.name):
         return f"{policy}: a name without spaces: the $schema line ends at the first one"
-    if "#" in policy.name:
-        return f"{policy}: a name without '#': editors read the $schema line's path up to it"
     if not policy.parent.is_dir():
         return f"{policy}: no folder {policy.parent}"
     schema = schema_beside(policy)

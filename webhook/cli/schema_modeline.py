@@ -36,8 +36,10 @@ class Modeline:
         return not self.schema.startswith(_URL_PREFIXES)
 
     def schema_path(self, policy: Path) -> Path:
-        """The file it names, for the policy file at `policy` (a fragment left out)."""
-        named = Path(self.schema.split("#", 1)[0])
+        """The file it names, for the policy file at `policy`. A path is a path whole: the
+        language server resolves it from the policy's folder into a file URI (`#` in it
+        escaped, so no fragment), as yamlSchemaService's getSchemaForResource does."""
+        named = Path(self.schema)
         return named if named.is_absolute() else policy.parent / named
 
 
