@@ -28,9 +28,7 @@ import copy
 import ctypes
 import json
 import os
-import shutil
 import signal
-import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -47,6 +45,7 @@ from webhook.tls.pki import ca_bundle, create_ca, issue_serving_certificate
 from .build_controlplane import KUEUE_MODULE, KUEUE_MODULE_DIR, GoToolchainMissing
 from .conftest import E2E_MODE
 from .controlplane import START_TIMEOUT, ControlPlane
+from .module_source import module_source
 from .ports import free_ports
 from .probes import http_ok
 from .processes import LOG_TAIL_LINES, Component
@@ -69,8 +68,6 @@ METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
 # Kueue adds it to a ResourceFlavor once its controller has seen the flavor.
 IN_USE_FINALIZER = "kueue.x-k8s.io/resource-in-use"
 PROBE_FLAVOR = "e2e-kueue-probe"
-# Seconds `go mod download` may take: it fetches the release if the build did not.
-DOWNLOAD_TIMEOUT = 300.0
 
 __all__ = [
     "API_VERSION",
@@ -92,27 +89,7 @@ __all__ = [
 def release_source(module_dir: Path = KUEUE_MODULE_DIR) -> Path:
     """The source tree of the Kueue release ``module_dir``'s go.mod pins, in Go's module
     cache: downloaded if it is not there yet (the build downloaded it already)."""
-    go = shutil.which("go")
-    if go is None:
-        raise GoToolchainMissing(
-            "the 'go' command is not on PATH; Kueue's CRDs and webhooks are read from its "
-            "module's source"
-        )
-    result = subprocess.run(
-        [go, "mod", "download", "-json", KUEUE_MODULE],
-        cwd=module_dir,
-        capture_output=True,
-        text=True,
-        timeout=DOWNLOAD_TIMEOUT,
-        env={**os.environ, "GOTOOLCHAIN": "local"},
-        check=False,
-    )
-    # On failure Go still prints the JSON document, with the reason under "Error".
-    info: dict[str, str] = json.loads(result.stdout or "{}")
-    if result.returncode != 0 or "Dir" not in info:
-        reason = info.get("Error") or result.stderr
-        raise RuntimeError(f"go mod download {KUEUE_MODULE} failed: {reason}")
-    return Path(info["Dir"])
+    return module_source(KUEUE_MODULE, module_dir)
 
 
 def _yaml(path: Path) -> Any:

@@ -36,6 +36,7 @@ from webhook.install.chart import short_name
 from webhook.install.configurations import Endpoint, render_webhook_configurations
 from webhook.policy import load_default_policy
 
+from . import prometheus_operator
 from .admission_fixtures import REPO, example
 from .admission_fixtures import class_pod as gpu_class_pod
 from .build_controlplane import pinned_helm_version
@@ -176,7 +177,7 @@ def test_every_value_a_platform_team_sets_renders_objects_kube_apiserver_accepts
 ) -> None:
     """The chart with every value of tests/deploy/test_helm_values.py set, in a namespace
     of its own, through kube-apiserver's validation and admission (a server-side dry run).
-    The Prometheus Operator's kinds are left out: this cluster has no such CRDs. The
+    The Prometheus Operator's kinds are judged by its own CRDs in the test below. The
     session's webhook configurations (a URL, made by a client, not by kubectl apply) are
     taken away meanwhile: kubectl would merge the chart's Service into them beside it."""
     values = tmp_path / "every-value.yaml"
@@ -204,6 +205,42 @@ def test_every_value_a_platform_team_sets_renders_objects_kube_apiserver_accepts
 
     kinds = {o["kind"] for o in objects}
     assert {"Deployment", "ServiceAccount", "FlowSchema", "MutatingWebhookConfiguration"} <= kinds
+    assert applied.stdout.count("(server dry run)") == len(objects)
+
+
+def test_the_prometheus_operator_objects_of_every_value_are_accepted_by_its_own_crds(
+    controlplane: ControlPlane, controlplane_bin_dir: Path, tmp_path: Path
+) -> None:
+    """The chart's ServiceMonitor and PrometheusRule with every value set (intervals,
+    relabelings, the rule labels and runbook links), through kube-apiserver's validation
+    against the CRDs of a Prometheus Operator release (a server-side dry run)."""
+    values = tmp_path / "every-value.yaml"
+    values.write_text(yaml.safe_dump(EVERY_VALUE), "utf-8")
+    rendered = run_helm(
+        controlplane_bin_dir / "helm", controlplane.kubeconfig, tmp_path / "home",
+        "platform-admission", "template", RELEASE, str(CHART), "--values", str(values),
+    ).stdout  # fmt: skip
+    objects = [
+        o for o in yaml.safe_load_all(rendered)
+        if o and o["apiVersion"].startswith("monitoring.coreos.com/")
+    ]  # fmt: skip
+    definitions = prometheus_operator.crds("servicemonitors", "prometheusrules")
+    names = [crd["metadata"]["name"] for crd in definitions]
+    controlplane.apply(yaml.safe_dump_all(definitions))
+    try:
+        controlplane.kubectl(
+            "wait", "--for=condition=Established", "--timeout=60s",
+            *(f"crd/{name}" for name in names),
+        )  # fmt: skip
+        for namespace in {o["metadata"]["namespace"] for o in objects}:
+            controlplane.create_namespace(namespace)
+        applied = controlplane.kubectl(
+            "apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump_all(objects)
+        )
+    finally:
+        controlplane.delete("crd", names)
+
+    assert sorted(o["kind"] for o in objects) == ["PrometheusRule", "ServiceMonitor"]
     assert applied.stdout.count("(server dry run)") == len(objects)
 
 
