@@ -660,15 +660,18 @@ class TestExplain:
             == 0
         )
 
-    def test_a_file_that_cannot_be_read_alone_exits_2_with_nothing_explained(
+    def test_a_file_that_cannot_be_read_alone_is_its_error_line_as_check_lists_it(
         self, tmp_path: Path, capsys: Capture
     ) -> None:
-        code = main(["explain", str(tmp_path / "missing.yaml")])
+        missing = tmp_path / "missing.yaml"
+
+        code = main(["explain", str(missing)])
 
         assert code == 2
         assert capsys.readouterr() == (
-            "",
-            f"gpu-admission: {tmp_path / 'missing.yaml'}: no such file or folder\n",
+            f"ERROR    {missing}  no such file or folder\n\n"
+            "0 pods: 0 allowed, 0 denied; 1 file unreadable\n",
+            f"gpu-admission: {missing}: no such file or folder\n",
         )
 
     def test_a_file_without_objects_has_nothing_to_explain(
@@ -826,6 +829,7 @@ class TestPolicyTest:
             .replace("gpuModel: gpu-admission.io/gpu-model", "gpuModel: example.com/gpu-model")
         )
         assert "gpu-admission.io/workload" not in text
+        assert "gpuModel: example.com/gpu-model" in text
         policy = tmp_path / "policy.yaml"
         policy.write_text(text, "utf-8")
 

@@ -112,8 +112,13 @@ def test_force_overwrites_both(tmp_path: Path, capsys: Capture) -> None:
         ("my team.yaml", "{path}: a name without spaces: the $schema line ends at the first one"),
         ("missing/team.yaml", "{path}: no folder {folder}"),
         ("folder.yaml", "{path} is a folder"),
+        ("p" * 250 + ".yaml", "{path}: File name too long"),
+        (
+            "team\udcff.yaml",
+            "{path!r}: a name in UTF-8: the policy's $schema line names its schema by it",
+        ),
     ],
-    ids=["stdin", "suffix", "space", "no-folder", "a-folder"],
+    ids=["stdin", "suffix", "space", "no-folder", "a-folder", "too-long", "not-utf-8"],
 )
 def test_a_file_init_cannot_write_is_a_usage_error_naming_why(
     tmp_path: Path, name: str, problem: str, capsys: Capture
@@ -177,3 +182,17 @@ def test_a_policy_with_a_hash_in_its_name_names_its_schema_whole(
 
     assert main(["policy", "validate", str(policy)]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def test_a_policy_that_cannot_be_written_leaves_no_schema_behind(
+    tmp_path: Path, capsys: Capture
+) -> None:
+    policy = tmp_path / "team.yaml"
+    policy.mkdir()  # found by nothing before the write: made between the checks and it
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr("webhook.cli.policy_init._refusal", lambda *_: None)
+        code = main(["policy", "init", str(policy)])
+
+    assert code == 2
+    assert f"cannot write {policy}: Is a directory" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["team.yaml"]

@@ -111,3 +111,31 @@ def test_naming_a_schema_rewrites_the_line_in_place_and_nothing_else() -> None:
     renamed = naming_schema(default_policy_text(), "team.schema.json")
     assert renamed.splitlines()[1:] == default_policy_text().splitlines()[1:]
     assert modeline(renamed) == Modeline(1, "team.schema.json")
+
+
+def test_the_colon_form_keeps_its_form_when_renamed() -> None:
+    renamed = naming_schema("# $schema: schema.json\n" + POLICY, "./team.schema.json")
+
+    assert renamed == "# $schema: ./team.schema.json\n" + POLICY
+    assert modeline(renamed) == Modeline(1, "./team.schema.json")
+
+
+def test_the_command_the_warning_gives_runs_as_printed_in_a_folder_with_spaces(
+    tmp_path: Path,
+) -> None:
+    policy = tmp_path / "my policies" / "team.yaml"
+
+    warning = missing_schema(policy, default_policy_text())
+
+    schema = policy.parent / "schema.json"
+    assert warning is not None
+    assert f"`gpu-admission policy schema --output-file '{schema}'`" in warning
+
+
+def test_a_path_too_long_to_look_for_is_a_warning_not_a_crash(tmp_path: Path) -> None:
+    policy = tmp_path / "team.yaml"
+
+    warning = missing_schema(policy, f"# yaml-language-server: $schema={'a' * 300}\n")
+
+    assert warning is not None
+    assert "which cannot be looked for (File name too long)" in warning

@@ -233,9 +233,58 @@ def test_fields_left_out_write_nothing(engine: Engine) -> None:
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}}
 
     assert case_labels(engine.policy, None, None) == []
-    assert labelled(pod, [], engine.policy, engine.kinds, "", "c") == pod
+    assert labelled(pod, [], engine.policy, engine.kinds, "", "c") == {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {},
+    }
 
 
-def test_a_class_that_is_not_the_policys_writes_nothing_and_is_refused(engine: Engine) -> None:
-    with pytest.raises(ManifestError):
-        labelled({}, case_labels(engine.policy, "gpu", None), engine.policy, engine.kinds, "", "c")
+def test_a_class_that_is_not_the_policys_is_refused_and_the_object_left_unlabelled(
+    engine: Engine,
+) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}}
+    fields = case_labels(engine.policy, "gpu", None)
+
+    with pytest.raises(ManifestError, match="'gpu' is not a class of the policy"):
+        labelled(pod, fields, engine.policy, engine.kinds, "", "c")
+    assert pod == {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}}
+
+
+def test_templates_that_are_one_yaml_alias_are_labelled_once_not_refused(engine: Engine) -> None:
+    text = """\
+description: a job whose worker template is its master's, by a YAML alias
+workload: training
+object:
+  apiVersion: kubeflow.org/v1
+  kind: PyTorchJob
+  metadata: {name: bert}
+  spec:
+    pytorchReplicaSpecs:
+      Master:
+        replicas: 1
+        template: &pod
+          spec:
+            containers:
+              - name: trainer
+                image: registry.example/bert:1
+                resources: {limits: {nvidia.com/gpu: 8}}
+      Worker:
+        replicas: 1
+        template: *pod
+expect: allowed
+"""
+
+    result = run(engine, text)
+
+    assert (result.broken, result.problems) == (False, ())
+
+
+def test_a_class_too_long_to_read_is_shown_cut(engine: Engine) -> None:
+    problem = refusal(
+        engine, INFERENCE_POD.replace("workload: inference", "workload: " + "x" * 5000)
+    )
+
+    assert problem.startswith("invalid case: case.yaml:2: workload: 'xxx")
+    assert len(problem) < 400, problem

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from webhook.cli.parsing import add_file_arguments, file_names
 from webhook.cli.policy_init import add_init_command
 from webhook.cli.policy_option import add_policy_option, load_engine
+from webhook.cli.usage import USAGE, unwritable, usage_error
 from webhook.errors import PolicyError
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["add_offline_commands", "add_policy_offline_commands"]
 
-OK, DENIED, USAGE = 0, 1, 2
+OK, DENIED = 0, 1
 OUTPUTS = ("text", "json", "yaml", "junit")
 TEST_OUTPUTS = ("text", "json", "yaml", "junit")
 SCHEMA_FORMATS = ("json", "yaml")
@@ -226,15 +227,15 @@ def _check(args: argparse.Namespace) -> int:
         return _print_schema(CHECK_SCHEMA)
     names = file_names(args)
     if not names:
-        return _usage_error("check: give the manifests: FILE, -f FILE, a DIR or - for stdin")
+        return usage_error("check: give the manifests: FILE, -f FILE, a DIR or - for stdin")
     if _stdin_twice(args.policy, names):
-        return _usage_error("standard input is read once: --policy - or a file -, not both")
+        return usage_error("standard input is read once: --policy - or a file -, not both")
     try:
         engine = load_engine(args.policy)
     except PolicyError as error:
         return _policy_failure(args, "gpu-admission check", error)
     if args.admitted and args.output == "junit":
-        return _usage_error("check --admitted prints objects: -o yaml (the default) or json")
+        return usage_error("check --admitted prints objects: -o yaml (the default) or json")
     read = read_each_manifest(names, sys.stdin)
     report = evaluate(engine, read.documents)
     if args.admitted:
@@ -302,7 +303,7 @@ def _policy_failure(args: argparse.Namespace, suites: str, error: PolicyError) -
         from webhook.offline.junit import policy_error_junit
 
         sys.stdout.write(policy_error_junit(suites, str(args.policy), str(error)))
-    return _usage_error(str(error))
+    return usage_error(str(error))
 
 
 def _print_schema(name: str) -> int:
@@ -319,18 +320,18 @@ def _explain(args: argparse.Namespace) -> int:
 
     names = file_names(args)
     if _stdin_twice(args.policy, names):
-        return _usage_error("standard input is read once: --policy - or a file -, not both")
+        return usage_error("standard input is read once: --policy - or a file -, not both")
     try:
         engine = load_engine(args.policy)
     except PolicyError as error:
-        return _usage_error(str(error))
+        return usage_error(str(error))
     read = read_each_manifest(names, sys.stdin)
     if not read.documents and not read.errors:
-        return _usage_error(f"explain: nothing to explain, no object in {', '.join(names)}")
+        return usage_error(f"explain: nothing to explain, no object in {', '.join(names)}")
     report = evaluate(engine, read.documents)
     if len(subjects(read.documents)) == 1 and not read.errors:
         sys.stdout.write(explain_one(report))
-    elif read.documents:
+    else:  # as check lists them, an unreadable file as its ERROR line
         sys.stdout.write(explain_each(report, read.errors))
     for problem in read.errors:
         print(f"gpu-admission: {problem}", file=sys.stderr)
@@ -352,10 +353,9 @@ def _policy_schema(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         return OK
     path = Path(args.output_file)
-    try:
-        path.write_text(text, "utf-8")
-    except OSError as error:
-        return _usage_error(f"cannot write {path}: {error.strerror or error}")
+    problem = unwritable(path, text)
+    if problem is not None:
+        return usage_error(problem)
     print(f"wrote {path}")
     return OK
 
@@ -367,12 +367,12 @@ def _policy_test(args: argparse.Namespace) -> int:
         return _print_schema(TEST_SCHEMA)
     names = file_names(args)
     if not names:
-        return _usage_error("policy test: give the cases: FILE, -f FILE, a DIR or - for stdin")
+        return usage_error("policy test: give the cases: FILE, -f FILE, a DIR or - for stdin")
     sources = case_sources(names, args.run_pattern)
     if not sources:
-        return _usage_error(f"no case matches --run {args.run_pattern}")
+        return usage_error(f"no case matches --run {args.run_pattern}")
     if _stdin_twice(args.policy, names):
-        return _usage_error("standard input is read once: --policy - or a case -, not both")
+        return usage_error("standard input is read once: --policy - or a case -, not both")
     try:
         engine = load_engine(args.policy)
     except PolicyError as error:
@@ -432,8 +432,3 @@ def _exit_code(text: str) -> int:
     if not 0 <= code <= 255:
         raise argparse.ArgumentTypeError(f"an exit status is 0 to 255, got {text}")
     return code
-
-
-def _usage_error(message: str) -> int:
-    print(f"gpu-admission: {message}", file=sys.stderr)
-    return USAGE

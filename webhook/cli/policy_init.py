@@ -17,8 +17,9 @@ written and the exit status is 2, as for every usage error.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
+
+from webhook.cli.usage import unwritable, usage_error
 
 __all__ = ["SOURCES", "add_init_command", "init_policy", "schema_beside"]
 
@@ -26,7 +27,6 @@ SOURCES = ("default", "overflow")
 """The shipped policies to start from (webhook/policies/<name>.yaml)."""
 POLICY_SUFFIXES = (".yaml", ".yml")
 SCHEMA_SUFFIX = ".schema.json"
-USAGE = 2
 
 
 def add_init_command(policy_commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -69,17 +69,17 @@ def init_policy(args: argparse.Namespace) -> int:
     policy = Path(args.file)
     problem = _refusal(policy, args.force)
     if problem is not None:
-        return _usage_error(problem)
+        return usage_error(problem)
     schema = schema_beside(policy)
-    files = (
-        (schema, policy_schema_text(RULES.names)),
-        (policy, naming_schema(shipped_text(f"{args.source}.yaml"), f"./{schema.name}")),
-    )
-    for path, text in files:
-        try:
-            path.write_text(text, "utf-8")
-        except OSError as error:
-            return _usage_error(f"cannot write {path}: {error.strerror or error}")
+    schema_existed = schema.exists()
+    problem = unwritable(schema, policy_schema_text(RULES.names))
+    if problem is None:
+        text = naming_schema(shipped_text(f"{args.source}.yaml"), f"./{schema.name}")
+        problem = unwritable(policy, text)
+        if problem is not None and not schema_existed:
+            schema.unlink(missing_ok=True)  # a pair, or nothing new
+    if problem is not None:
+        return usage_error(problem)
     print(f"wrote {policy} (the {args.source} policy)")
     print(f"wrote {schema} (its JSON Schema, named by {policy}'s first line)")
     return 0
@@ -93,6 +93,18 @@ def _refusal(policy: Path, force: bool) -> str | None:
         return f"{policy}: name the policy file *.yaml or *.yml, as policy validate DIR reads"
     if any(c.isspace() for c in policy.name):
         return f"{policy}: a name without spaces: the $schema line ends at the first one"
+    try:
+        policy.name.encode("utf-8")
+    except UnicodeError:
+        return f"{str(policy)!r}: a name in UTF-8: the policy's $schema line names its schema by it"
+    try:
+        return _in_the_way(policy, force)
+    except OSError as error:
+        return f"{policy}: {error.strerror or error}"
+
+
+def _in_the_way(policy: Path, force: bool) -> str | None:
+    """The folder missing, or the file that is a folder or would be overwritten, or None."""
     if not policy.parent.is_dir():
         return f"{policy}: no folder {policy.parent}"
     schema = schema_beside(policy)
@@ -105,8 +117,3 @@ def _refusal(policy: Path, force: bool) -> str | None:
         verb = "exists" if len(existing) == 1 else "exist"
         return f"{them} already {verb}: nothing written; --force overwrites"
     return None
-
-
-def _usage_error(message: str) -> int:
-    print(f"gpu-admission: {message}", file=sys.stderr)
-    return USAGE

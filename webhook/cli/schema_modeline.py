@@ -14,6 +14,7 @@ check nothing, silently.
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,13 +62,20 @@ def missing_schema(policy: Path, text: str) -> str | None:
     if found is None or not found.is_path:
         return None
     schema = found.schema_path(policy)
-    if schema.is_file():
-        return None
+    try:
+        if schema.is_file():
+            return None
+    except OSError as error:  # a name too long for the file system, say
+        return (
+            f"{policy}:{found.line}: warning: $schema={found.schema} names {schema}, which "
+            f"cannot be looked for ({error.strerror or error}): editors check this policy "
+            "against no schema"
+        )
     return (
         f"{policy}:{found.line}: warning: $schema={found.schema} names {schema}, which is not "
         "there: editors check this policy against no schema; write it with "
-        f"`gpu-admission policy schema --output-file {schema}` (`gpu-admission policy init "
-        "FILE` writes a policy and its schema together)"
+        f"`gpu-admission policy schema --output-file {shlex.quote(str(schema))}` "
+        "(`gpu-admission policy init FILE` writes a policy and its schema together)"
     )
 
 
@@ -78,5 +86,8 @@ def naming_schema(text: str, schema: str) -> str:
         return f"# yaml-language-server: $schema={schema}\n{text}"
     lines = text.splitlines(keepends=True)
     index = found.line - 1
-    lines[index] = _SCHEMA.sub(lambda _: f"$schema={schema}", lines[index], count=1)
+    named = _SCHEMA.search(lines[index])
+    assert named is not None  # modeline found it on this line
+    start, end = named.span(1)
+    lines[index] = lines[index][:start] + schema + lines[index][end:]
     return "".join(lines)

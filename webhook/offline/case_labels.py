@@ -73,8 +73,9 @@ def labelled(
         templates = pod_templates(result, kind)
     except MalformedObject:
         return result  # judged as before: a malformed object
+    written: set[int] = set()  # YAML aliases share one template: it is labelled once
     for pointer, template in templates:
-        _label(template, pointer, fields, text, source)
+        _label(template, pointer, fields, text, source, written)
     return result
 
 
@@ -95,8 +96,10 @@ def _label(
     fields: Sequence[LabelField],
     text: str,
     source: str,
+    written: set[int],
 ) -> None:
-    """Write the labels of `fields` into the metadata of the pod (template) at `pointer`."""
+    """Write the labels of `fields` into the metadata of the pod (template) at `pointer`,
+    unless they were written into these very labels (`written`: their ids) already."""
     where = _dotted(pointer, "metadata")
     metadata = template.get("metadata")
     if metadata is None:
@@ -109,6 +112,9 @@ def _label(
     if not isinstance(labels, dict):
         reason = f"{where}.labels: not a mapping"
         raise ManifestError(source, line_of(text, (fields[0][0],)), reason)
+    if id(labels) in written:
+        return
+    written.add(id(labels))
     for field, value, key in fields:
         if key in labels:
             reason = (

@@ -60,7 +60,7 @@ def unknown_rules(rules: Sequence[str], known: Sequence[str], text: str) -> Case
 def unknown_name(field: str, value: str, known: Sequence[str], what: str, text: str) -> CaseProblem:
     """`field` names `value`, which is not `what` (one of `known`): at the field's line."""
     listed = ", ".join(known) if known else "none"
-    reason = f"{field}: {value!r} is not {what}{_nearest(value, known)} ({listed})"
+    reason = f"{field}: {_shown(value)} is not {what}{_nearest(value, known)} ({listed})"
     return line_of(text, (field,)), reason
 
 
