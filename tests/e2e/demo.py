@@ -14,22 +14,25 @@ from __future__ import annotations
 import argparse
 import contextlib
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
+import yaml
+
 from webhook.engine.mutate import INJECTED_ANNOTATION as INJECTED
 
 from .admission_fixtures import EXAMPLES, OPT_IN, REPO
 from .build_controlplane import ensure_binaries
 from .controlplane import ControlPlane
-from .nodes import FLEET, register_fleet
+from .nodes import FLEET, POOL_LABEL, register_fleet
 from .webhook_server import WebhookServer
 
 NAMESPACE = "demo"
-SETTLE_SECONDS = 20
+SETTLE_SECONDS = 90
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,13 +95,15 @@ def _apply_workloads(plane: ControlPlane, namespace: str) -> None:
     print(f"\n== workloads applied to namespace {namespace} (opted in)")
     for path in sorted(EXAMPLES.glob("*.yaml")):
         result = plane.apply(path.read_text("utf-8"), namespace=namespace, check=False)
-        print(
-            f"$ kubectl apply -f examples/{path.name}\n{(result.stdout or result.stderr).strip()}"
-        )
+        print(f"$ kubectl apply -f examples/{path.name}\n{_answer(result)}")
+    expected = sum(_pods_of(path) for path in EXAMPLES.glob("*.yaml"))
     deadline = time.monotonic() + SETTLE_SECONDS
-    while time.monotonic() < deadline and _unbound(plane, namespace):
+    while time.monotonic() < deadline and not _settled(plane, namespace, expected):
         time.sleep(1)
-    pools = {n.name: n.pool or "cpu" for n in FLEET}
+    pools = {
+        node["metadata"]["name"]: node["metadata"].get("labels", {}).get(POOL_LABEL, "cpu")
+        for node in plane.list_json("nodes")
+    }
     print(f"\n{'POD':28} {'NODE':23} {'POOL':10} {'PRIORITY':9} INJECTED")
     for pod in sorted(plane.list_json("pods", namespace), key=lambda p: p["metadata"]["name"]):
         node = pod["spec"].get("nodeName") or "(pending)"
@@ -113,12 +118,36 @@ def _apply_denied(plane: ControlPlane, namespace: str) -> None:
     print("\n== pods that break a rule")
     for path in sorted((EXAMPLES / "denied").glob("*.yaml")):
         result = plane.apply(path.read_text("utf-8"), namespace=namespace, check=False)
-        answer = (result.stderr or result.stdout).strip()  # another policy may admit it
-        print(f"$ kubectl apply -f examples/denied/{path.name}\n{answer}\n")
+        # another policy may admit it
+        print(f"$ kubectl apply -f examples/denied/{path.name}\n{_answer(result)}\n")
 
 
-def _unbound(plane: ControlPlane, namespace: str) -> bool:
-    return any(not p["spec"].get("nodeName") for p in plane.list_json("pods", namespace))
+def _answer(result: subprocess.CompletedProcess[str]) -> str:
+    """What kubectl said, all of it: its output, then its errors and warnings."""
+    return "\n".join(part.strip() for part in (result.stdout, result.stderr) if part.strip())
+
+
+def _pods_of(path: Path) -> int:
+    """How many pods the objects of `path` make: a Pod one, a Deployment its replicas, a
+    Job as many as run at once (its parallelism, at most its completions)."""
+    count = 0
+    for obj in yaml.safe_load_all(path.read_text("utf-8")):
+        spec = (obj or {}).get("spec", {})
+        kind = (obj or {}).get("kind")
+        if kind == "Pod":
+            count += 1
+        elif kind in ("Deployment", "StatefulSet", "ReplicaSet"):
+            count += spec.get("replicas", 1)
+        elif kind == "Job":
+            count += min(spec.get("parallelism", 1), spec.get("completions", 1))
+    return count
+
+
+def _settled(plane: ControlPlane, namespace: str, expected: int) -> bool:
+    """Every pod the workloads make exists (their controllers make them in their own time)
+    and is bound to a node."""
+    pods = plane.list_json("pods", namespace)
+    return len(pods) >= expected and all(p["spec"].get("nodeName") for p in pods)
 
 
 if __name__ == "__main__":

@@ -55,10 +55,6 @@ CONFIGURATIONS = ("mutatingwebhookconfiguration", "validatingwebhookconfiguratio
 # kubelet sees the exit (PLEG, about a second), the endpoint goes unready, kube-proxy
 # resyncs (at least a second apart). Measured here: about 1 s.
 KUBELET_NOTICES_SECONDS = 5.0
-# What kube-apiserver's client says of a replica whose process is gone: a new connection
-# is refused; one open when the process died (kube-apiserver keeps them alive) is reset or
-# closed by the kernel, mid-request or at the next write (Go's net and io error texts).
-DEAD_REPLICA_ERRORS = ("connection refused", "connection reset by peer", ": EOF", "broken pipe")
 
 
 def team_policy(directory: Path) -> Path:
@@ -193,7 +189,7 @@ class SteadyCreation:
                 if reply.status_code == 201:
                     self.created += 1
                 else:
-                    self._failed(f"{name}: {reply.status_code} {reply.text[:400]}")
+                    self._failed(f"{name}: {reply.status_code} {reply.text[:800]}")
                 self._stop.wait(0.1)
 
 
@@ -380,7 +376,9 @@ def test_a_replica_killed_under_steady_creation_fails_only_what_reached_it_befor
 
     assert creation.created > 20
     for message, when in zip(creation.failures, creation.failed_at, strict=True):
-        assert any(reason in message for reason in DEAD_REPLICA_ERRORS), message
+        # kube-apiserver could not call the webhook (how the call failed, refused, reset or
+        # cut short, is the kernel's and Go's to say): not a denial, not our answer
+        assert ": 500 " in message and "failed calling webhook" in message, message
         assert 0 <= when - killed_at < KUBELET_NOTICES_SECONDS, (message, when - killed_at)
 
 

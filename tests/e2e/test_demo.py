@@ -42,7 +42,9 @@ def demo(controlplane_bin_dir: Path) -> Iterator[str]:
     reader = threading.Thread(target=_read, args=(process, lines, ready), daemon=True)
     reader.start()
     try:
-        assert ready.wait(STARTUP_SECONDS), "".join(lines[-40:])
+        ready.wait(STARTUP_SECONDS)
+        said_ready = any(line.strip() == READY for line in lines)
+        assert said_ready, f"demo exit {process.poll()}: {''.join(lines[-40:])}"
         yield "".join(lines)
     finally:
         process.send_signal(signal.SIGTERM)
@@ -55,11 +57,14 @@ def demo(controlplane_bin_dir: Path) -> Iterator[str]:
 
 
 def _read(process: subprocess.Popen[str], lines: list[str], ready: threading.Event) -> None:
+    """Keep the demo's lines; `ready` once it says so, or once it ends without saying so
+    (a demo that failed to start is reported at once, not after STARTUP_SECONDS)."""
     assert process.stdout is not None
     for line in process.stdout:
         lines.append(line)
         if line.strip() == READY:
             ready.set()
+    ready.set()
 
 
 def test_it_says_each_step_as_it_starts(demo: str) -> None:
