@@ -537,12 +537,28 @@ def test_without_a_base_url_the_shipped_rules_are_rendered_as_written(helm: Path
     )
 
 
-def test_an_alert_label_the_alerts_set_themselves_is_refused(helm: Path) -> None:
-    setting = sets("monitoring.alerts.additionalRuleLabels.severity=info")
+@pytest.mark.parametrize(
+    ("label", "alert"),
+    [
+        ("severity", "GpuAdmissionPolicyInvalid"),  # its rule's label
+        ("alertname", "GpuAdmissionPolicyInvalid"),
+        ("namespace", "GpuAdmissionPolicyInvalid"),  # max by (namespace, pod)
+        ("pod", "GpuAdmissionPolicyInvalid"),
+        ("kind", "GpuAdmissionInventoryStale"),  # max by (namespace, pod, kind)
+        ("webhook", "GpuAdmissionWebhookConfigurationMismatch"),
+        ("name", "GpuAdmissionWebhookCallsFailing"),  # sum by (name)
+    ],
+)
+def test_an_alert_label_the_alerts_set_or_group_by_is_refused(
+    helm: Path, label: str, alert: str
+) -> None:
+    """A rule's label overrides its series': set on alerts of two pods, it would make
+    them one label set, and Prometheus fails the rule's evaluation."""
+    setting = sets(f"monitoring.alerts.additionalRuleLabels.{label}=ml-team")
 
     assert (
-        "monitoring.alerts.additionalRuleLabels: severity is a label the alert "
-        "GpuAdmissionPolicyInvalid sets itself: it cannot be overridden"
+        f"monitoring.alerts.additionalRuleLabels: {label} is a label the alert "
+        f"{alert} sets itself or groups its series by: it cannot be overridden"
     ) in refused(helm, *ALERTS_ON, *setting)
 
 

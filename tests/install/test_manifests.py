@@ -185,6 +185,7 @@ class TestCommands:
     def test_sync_refuses_a_list_of_rules_without_its_end_and_writes_nothing(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
+        (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
         deploy = tmp_path / "deploy"
         deploy.mkdir()
         (deploy / "kustomization.yaml").write_text("resources: []\n")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from webhook.engine.rules import RULES
-from webhook.install.manifests import document_files, stale_files
+from webhook.install.manifests import document_files, stale_files, sync
 from webhook.install.rule_lists import (
     MARKDOWN_BEGIN,
     MARKDOWN_END,
@@ -120,13 +120,50 @@ def test_a_list_whose_end_cannot_be_found_is_refused_not_overwritten(text: str) 
         with_rule_lists(text)
 
 
+def repository(root: Path) -> Path:
+    """A repository's bare bones at `root`: its pyproject.toml, deploy/ and docs/."""
+    (root / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    (root / "deploy").mkdir()
+    (root / "docs").mkdir()
+    return root / "deploy"
+
+
 def test_sync_run_inside_deploy_finds_the_documents_beside_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "deploy").mkdir()
-    (tmp_path / "docs").mkdir()
+    repository(tmp_path)
     (tmp_path / "docs" / "page.md").write_text(f"{MARKDOWN_BEGIN}\n`old`.\n{MARKDOWN_END}\n")
     monkeypatch.chdir(tmp_path / "deploy")
 
     assert [f.path for f in document_files(Path(".").resolve().parent)] == [Path("../docs/page.md")]
     assert Path("../docs/page.md") in stale_files(Path("."))
+
+
+def test_sync_keeps_a_crlf_document_crlf_on_disk(tmp_path: Path) -> None:
+    deploy = repository(tmp_path)
+    page = tmp_path / "docs" / "page.md"
+    page.write_bytes(f"a\r\n{MARKDOWN_BEGIN}\r\n`old`.\r\n{MARKDOWN_END}\r\nb\r\n".encode())
+
+    assert page in sync(deploy)
+
+    written = page.read_bytes()
+    assert b"`visible-devices`" in written
+    assert b"\n" not in written.replace(b"\r\n", b"")
+    assert page not in stale_files(deploy)
+
+
+def test_a_deploy_folder_in_no_repository_leaves_its_neighbours_alone(tmp_path: Path) -> None:
+    (tmp_path / "deploy").mkdir()
+    notes = tmp_path / "notes.md"
+    notes.write_text(f"{MARKDOWN_BEGIN}\n`old`.\n{MARKDOWN_END}\n")
+
+    sync(tmp_path / "deploy")
+
+    assert notes.read_text() == f"{MARKDOWN_BEGIN}\n`old`.\n{MARKDOWN_END}\n"
+
+
+def test_a_yaml_list_that_lost_its_full_stop_is_refused_not_run_on_into_the_notes() -> None:
+    text = f"{YAML_BEGIN}\n#   a, b\n#   Our own note about pools.\nkey: 1\n"
+
+    with pytest.raises(UnreadableRuleList):
+        with_rule_lists(text)

@@ -219,9 +219,12 @@ def chart_files(deploy_dir: Path) -> list[GeneratedFile]:
     return files
 
 
-def document_files(root: Path) -> list[GeneratedFile]:
+def document_files(root: Path | None) -> list[GeneratedFile]:
     """The documents of the repository at `root` that list the rules, each with its lists
-    written from the engine (``webhook.install.rule_lists``), relative to root/deploy."""
+    written from the engine (``webhook.install.rule_lists``), relative to root/deploy;
+    none when deploy/ is in no repository (`root` None)."""
+    if root is None:
+        return []
     return [
         GeneratedFile(Path("..") / path.relative_to(root), _with_rule_lists(path))
         for path in rule_list_documents(root)
@@ -249,9 +252,12 @@ def sync(deploy_dir: Path) -> list[Path]:
     return written + _write(deploy_dir, [*generated_files(), *chart_files(deploy_dir)])
 
 
-def _root(deploy_dir: Path) -> Path:
-    """The repository holding `deploy_dir`, however it was spelt (`.` inside it)."""
-    return deploy_dir.resolve().parent
+def _root(deploy_dir: Path) -> Path | None:
+    """The repository holding `deploy_dir`, however it was spelt (`.` inside it): its
+    parent when that holds pyproject.toml, else None (a copy of deploy/ on its own, whose
+    neighbours are nobody's documents to rewrite)."""
+    parent = deploy_dir.resolve().parent
+    return parent if (parent / "pyproject.toml").is_file() else None
 
 
 def _write(deploy_dir: Path, files: list[GeneratedFile]) -> list[Path]:
@@ -259,7 +265,7 @@ def _write(deploy_dir: Path, files: list[GeneratedFile]) -> list[Path]:
     for path, text in _placed(deploy_dir, files):
         if _differs(path, text):
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, "utf-8")
+            path.write_text(text, "utf-8", newline="")  # the line endings `text` has
             written.append(path)
     return written
 
@@ -273,4 +279,7 @@ def _differs(path: Path, text: str) -> bool:
 
 
 def _text(path: Path) -> str:
-    return path.read_text("utf-8")
+    """The file as it is, its line endings untranslated: a CRLF document stays CRLF, and a
+    file is stale when what it holds differs."""
+    with path.open(encoding="utf-8", newline="") as file:
+        return file.read()

@@ -27,11 +27,11 @@ WIDTH = 88
 _MARKDOWN = re.compile(
     re.escape(MARKDOWN_BEGIN) + r"\r?\n(?:(?!<!-- rules:).)*?" + re.escape(MARKDOWN_END), re.S
 )
-_YAML = re.compile(
-    "^" + re.escape(YAML_BEGIN) + r"\r?\n(?:#   [^\r\n]*[^.\r\n]\r?\n)*#   [^\r\n]*\.\r?\n", re.M
-)
-"""A list in YAML ends at its first line that ends with a full stop: the comment lines
-after it are the document's own."""
+_NAMES = r"#   [a-z0-9-]+(?:, [a-z0-9-]+)*"
+_YAML = re.compile("^" + re.escape(YAML_BEGIN) + rf"\r?\n(?:{_NAMES},\r?\n)*{_NAMES}\.\r?\n", re.M)
+"""A list in YAML is lines of rule names, each but the last ending with a comma, the last
+with a full stop: the comment lines after it are the document's own, and a list that lost
+its full stop is refused rather than run on into them."""
 
 DOCUMENT_GLOBS = ("*.md", "docs/**/*.md", "deploy/**/*.md", "webhook/policies/*.yaml")
 """Where, under the repository's root, documents may list the rules."""
@@ -68,7 +68,9 @@ def with_rule_lists(text: str, names: Sequence[str] = RULES.names) -> str:
         raise UnreadableRuleList(f"a list begins with {MARKDOWN_BEGIN} but has no {MARKDOWN_END}")
     result, written = _YAML.subn(lambda _: _lines(yaml_block(names), newline), markdown)
     if written != text.count(YAML_BEGIN):
-        raise UnreadableRuleList(f"a list after {YAML_BEGIN!r} has no line ending with '.'")
+        raise UnreadableRuleList(
+            f"a list after {YAML_BEGIN!r} is not lines of rule names, the last ending with '.'"
+        )
     return result
 
 

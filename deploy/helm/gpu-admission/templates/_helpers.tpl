@@ -217,7 +217,9 @@ key the chart sets itself: (list "VALUE" (the value) (the chart's keys) "WHY").
 The alert rules of files/prometheus-rules.yaml as YAML, each alert's runbook_url
 <monitoring.runbookBaseUrl>/<alert>.md (one slash between them) when a base is given, and
 monitoring.alerts.additionalRuleLabels added to each alert's labels, refusing one an
-alert sets itself (severity: Alertmanager routes and the runbooks read it).
+alert sets itself (severity: Alertmanager routes and the runbooks read it), its name, or
+one its expression groups by (`by (namespace, pod)`): a rule's label overrides the
+series', so alerts of two pods would become one label set and the rule fail to evaluate.
 */}}
 {{- define "gpu-admission.alertRules" -}}
 {{- $rules := .Files.Get "files/prometheus-rules.yaml" | fromYaml -}}
@@ -228,9 +230,15 @@ alert sets itself (severity: Alertmanager routes and the runbooks read it).
 {{- if $base -}}
 {{- $_ := set $rule.annotations "runbook_url" (printf "%s/%s.md" $base $rule.alert) -}}
 {{- end -}}
+{{- $own := list "alertname" -}}
+{{- range $clause := regexFindAll "by\\s*\\([^)]*\\)" (toString $rule.expr) -1 -}}
+{{- range $label := regexReplaceAll "^by\\s*\\(|\\)$" $clause "" | splitList "," -}}
+{{- $own = append $own (trim $label) -}}
+{{- end -}}
+{{- end -}}
 {{- range $key, $value := $extra -}}
-{{- if hasKey $rule.labels $key -}}
-{{- fail (printf "monitoring.alerts.additionalRuleLabels: %s is a label the alert %s sets itself: it cannot be overridden" $key $rule.alert) -}}
+{{- if or (hasKey $rule.labels $key) (has $key $own) -}}
+{{- fail (printf "monitoring.alerts.additionalRuleLabels: %s is a label the alert %s sets itself or groups its series by: it cannot be overridden" $key $rule.alert) -}}
 {{- end -}}
 {{- $_ := set $rule.labels $key $value -}}
 {{- end -}}
