@@ -76,7 +76,9 @@ def test_kube_apiservers_audit_log_records_what_the_mutation_injected(
         for event in audit_log.events(controlplane.work_dir / "audit")
         if event["objectRef"].get("namespace") == opted_in
         and event["objectRef"].get("resource") == "pods"
+        and event["objectRef"].get("name") == "embedder"
         and event["verb"] == "create"
+        and event.get("responseStatus", {}).get("code") == 201
     ]
 
     recorded = event["annotations"]

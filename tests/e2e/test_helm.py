@@ -226,19 +226,23 @@ def test_the_prometheus_operator_objects_of_every_value_are_accepted_by_its_own_
     ]  # fmt: skip
     definitions = prometheus_operator.crds("servicemonitors", "prometheusrules")
     names = [crd["metadata"]["name"] for crd in definitions]
-    controlplane.apply(yaml.safe_dump_all(definitions))
+    wanted = {o["metadata"]["namespace"] for o in objects}
+    created = sorted(n for n in wanted if not controlplane.exists("namespace", n))
     try:
+        controlplane.apply(yaml.safe_dump_all(definitions))
         controlplane.kubectl(
             "wait", "--for=condition=Established", "--timeout=60s",
             *(f"crd/{name}" for name in names),
         )  # fmt: skip
-        for namespace in {o["metadata"]["namespace"] for o in objects}:
+        for namespace in wanted:
             controlplane.create_namespace(namespace)
         applied = controlplane.kubectl(
             "apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump_all(objects)
         )
-    finally:
+    finally:  # the session's later tests see the cluster as it was
         controlplane.delete("crd", names)
+        for namespace in created:
+            controlplane.delete_namespace(namespace, wait=False)
 
     assert sorted(o["kind"] for o in objects) == ["PrometheusRule", "ServiceMonitor"]
     assert applied.stdout.count("(server dry run)") == len(objects)
