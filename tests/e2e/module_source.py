@@ -18,7 +18,9 @@ DOWNLOAD_TIMEOUT = 300.0
 
 def module_source(module: str, cwd: Path | None = None) -> Path:
     """The source tree of `module` (`path@version`, or a path `cwd`'s go.mod pins), in
-    Go's module cache: downloaded through the module proxy if it is not there yet."""
+    Go's module cache: downloaded through the module proxy if it is not there yet. A
+    `path@version` is downloaded from this folder, in no Go module of anyone's (whose go
+    line could ask for another toolchain)."""
     go = shutil.which("go")
     if go is None:
         raise GoToolchainMissing(
@@ -26,7 +28,7 @@ def module_source(module: str, cwd: Path | None = None) -> Path:
         )
     result = subprocess.run(
         [go, "mod", "download", "-json", module],
-        cwd=cwd,
+        cwd=cwd or Path(__file__).resolve().parent,
         capture_output=True,
         text=True,
         timeout=DOWNLOAD_TIMEOUT,

@@ -39,7 +39,8 @@ from webhook.policy import load_default_policy
 from . import prometheus_operator
 from .admission_fixtures import REPO, example
 from .admission_fixtures import class_pod as gpu_class_pod
-from .build_controlplane import pinned_helm_version
+from .build_controlplane import GoToolchainMissing, pinned_helm_version
+from .conftest import E2E_MODE
 from .controlplane import ControlPlane
 from .helm_cli import run_helm
 from .webhook_server import WEBHOOK_TIMEOUT_SECONDS, WebhookServer
@@ -224,7 +225,12 @@ def test_the_prometheus_operator_objects_of_every_value_are_accepted_by_its_own_
         o for o in yaml.safe_load_all(rendered)
         if o and o["apiVersion"].startswith("monitoring.coreos.com/")
     ]  # fmt: skip
-    definitions = prometheus_operator.crds("servicemonitors", "prometheusrules")
+    try:
+        definitions = prometheus_operator.crds("servicemonitors", "prometheusrules")
+    except GoToolchainMissing as error:  # as the Kueue tests: required runs fail
+        if E2E_MODE == "required":
+            pytest.fail(str(error), pytrace=False)
+        pytest.skip(str(error))
     names = [crd["metadata"]["name"] for crd in definitions]
     wanted = {o["metadata"]["namespace"] for o in objects}
     created = sorted(n for n in wanted if not controlplane.exists("namespace", n))
