@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from webhook.cli.main import main
-from webhook.cli.schema_modeline import Modeline, modeline
 from webhook.engine import RULES
 from webhook.policy.schema import policy_schema_text
+from webhook.policy.schema_modeline import Modeline, modeline
 from webhook.policy.shipped import shipped_text
 
 Capture = pytest.CaptureFixture[str]

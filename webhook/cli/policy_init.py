@@ -61,9 +61,9 @@ def schema_beside(policy: Path) -> Path:
 
 
 def init_policy(args: argparse.Namespace) -> int:
-    from webhook.cli.schema_modeline import naming_schema
     from webhook.engine import RULES
     from webhook.policy.schema import policy_schema_text
+    from webhook.policy.schema_modeline import naming_schema
     from webhook.policy.shipped import shipped_text
 
     policy = Path(args.file)

@@ -7,7 +7,7 @@ A problem reads `file:line: path: reason` (the line of the offending key or valu
 missing field at the mapping that lacks it). Every file is checked, even after one
 fails; the exit code is 1 when any did. A file whose `# yaml-language-server: $schema=`
 line names a schema file that is not there (a copy of a shipped policy names
-`schema.json`) gets a warning saying how to write it (webhook.cli.schema_modeline),
+`schema.json`) gets a warning saying how to write it (webhook.policy.schema_modeline),
 which fails nothing. The engine and the policy model are imported
 when the command runs, not when it is added to the parser.
 """
@@ -38,9 +38,9 @@ def add_validate_command(
 
 
 def validate_policies(args: argparse.Namespace) -> int:
-    from webhook.cli.schema_modeline import missing_schema
     from webhook.engine.serving import serving_engine
     from webhook.errors import PolicyError
+    from webhook.policy.schema_modeline import missing_schema
 
     failed = False
     names = file_names(args)

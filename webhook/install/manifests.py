@@ -42,6 +42,7 @@ from webhook.install.rule_lists import UnreadableRuleList, rule_list_documents, 
 from webhook.install.scope import SCOPE_ANNOTATION, scope_digest
 from webhook.policy import Policy, load_default_policy, load_policy_text
 from webhook.policy.load import DEFAULT_POLICY
+from webhook.policy.schema_modeline import without_modeline
 from webhook.policy.shipped import shipped_text
 
 OVERFLOW_POLICY = "overflow.yaml"
@@ -78,8 +79,6 @@ CRD_HEADER = f"""\
 # do not edit, a unit test fails when this copy is stale. Read by
 # templates/policyreport-crd.yaml without templating.
 """
-
-SCHEMA_LINE = "# yaml-language-server:"
 
 POLICY_HEADER = """\
 # Copied from policies/{name} by `{command}`:
@@ -165,10 +164,8 @@ def policy_scope_patch(policy: Policy) -> str:
 def policy_copy(name: str) -> str:
     """A policy shipped in the package (policies/NAME), behind a header saying so, without
     its editor's schema line: the schema it names stays beside the original."""
-    lines = shipped_text(name).splitlines(keepends=True)
-    if lines and lines[0].startswith(SCHEMA_LINE):
-        lines = lines[1:]
-    return POLICY_HEADER.format(name=name, command=SYNC_COMMAND) + "".join(lines)
+    text = without_modeline(shipped_text(name))
+    return POLICY_HEADER.format(name=name, command=SYNC_COMMAND) + text
 
 
 def generated_files() -> list[GeneratedFile]:

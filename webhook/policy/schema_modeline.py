@@ -18,7 +18,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Modeline", "missing_schema", "modeline", "naming_schema"]
+__all__ = ["Modeline", "missing_schema", "modeline", "naming_schema", "without_modeline"]
 
 _MODELINE = re.compile(r"^#\s+(?:yaml-language-server\s*:|\$schema:)")
 _SCHEMA = re.compile(r"\$schema(?:=|:\s*)(\S+)")
@@ -91,3 +91,12 @@ def naming_schema(text: str, schema: str) -> str:
     start, end = named.span(1)
     lines[index] = lines[index][:start] + schema + lines[index][end:]
     return "".join(lines)
+
+
+def without_modeline(text: str) -> str:
+    """`text` without its schema line (a copy deployed away from the schema it names)."""
+    found = modeline(text)
+    if found is None:
+        return text
+    lines = text.splitlines(keepends=True)
+    return "".join(lines[: found.line - 1] + lines[found.line :])

@@ -1,4 +1,4 @@
-"""The `# yaml-language-server: $schema=` line of a policy file (webhook/cli/schema_modeline.py)."""
+"""The `# yaml-language-server: $schema=` line of a policy file (webhook/policy/schema_modeline.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from webhook.cli.schema_modeline import Modeline, missing_schema, modeline, naming_schema
 from webhook.policy.load import default_policy_text
+from webhook.policy.schema_modeline import (
+    Modeline,
+    missing_schema,
+    modeline,
+    naming_schema,
+    without_modeline,
+)
 
 POLICY = "apiVersion: gpu-admission.io/v1alpha1\nkind: Policy\n"
 
@@ -139,3 +145,10 @@ def test_a_path_too_long_to_look_for_is_a_warning_not_a_crash(tmp_path: Path) ->
 
     assert warning is not None
     assert "which cannot be looked for (File name too long)" in warning
+
+
+def test_a_copy_without_its_schema_line_keeps_every_other_line() -> None:
+    text = "# a policy\n# yaml-language-server: $schema=schema.json\n" + POLICY
+
+    assert without_modeline(text) == "# a policy\n" + POLICY
+    assert without_modeline(POLICY) == POLICY
