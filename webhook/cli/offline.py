@@ -242,13 +242,19 @@ def _check(args: argparse.Namespace) -> int:
         sys.stdout.write(_admitted(engine, read, report, args.output))
     else:
         sys.stdout.write(_render(report, read, args))
+    return _exit_status(read, report, args.warnings_exit_code)
+
+
+def _exit_status(read: ManifestsRead, report: Report, on_warnings: int = OK) -> int:
+    """What check and explain exit with, each unreadable input said on stderr: 2 for any,
+    else 1 for a denial, else `on_warnings` for a warning, else 0."""
     for problem in read.errors:
         print(f"gpu-admission: {problem}", file=sys.stderr)
     if read.errors:
         return USAGE
     if not report.allowed:
         return DENIED
-    return args.warnings_exit_code if report.warnings else OK
+    return on_warnings if report.warnings else OK
 
 
 def _render(report: Report, read: ManifestsRead, args: argparse.Namespace) -> str:
@@ -333,11 +339,7 @@ def _explain(args: argparse.Namespace) -> int:
         sys.stdout.write(explain_one(report))
     else:  # as check lists them, an unreadable file as its ERROR line
         sys.stdout.write(explain_each(report, read.errors))
-    for problem in read.errors:
-        print(f"gpu-admission: {problem}", file=sys.stderr)
-    if read.errors:
-        return USAGE
-    return OK if report.allowed else DENIED
+    return _exit_status(read, report)
 
 
 def _policy_schema(args: argparse.Namespace) -> int:
