@@ -185,11 +185,30 @@ def test_artifact_hub_reads_the_license_category_and_the_image_of_the_app_versio
     )
 
 
-def test_the_default_scope_label_is_the_default_policys_opt_in() -> None:
+def test_the_default_scope_label_is_the_policys_and_the_default_scope_carries_it() -> None:
+    """The opt-in label is the policy's: the values leave it unset, and the scope rendered
+    from the default policy (files/webhook-scope.json) holds it."""
     values = yaml.safe_load((CHART_DIR / "values.yaml").read_text())
+    scope = json.loads((CHART_DIR / "files" / "webhook-scope.json").read_text())
     key, value = load_default_policy().namespace_opt_in
 
-    assert values["scope"]["namespaceLabel"] == {"key": key, "value": value}
+    assert values["scope"]["namespaceLabel"] == {}
+    assert scope["namespaceOptIn"] == {"key": key, "value": value}
+
+
+def test_the_values_comment_lists_every_webhook_the_chart_renders() -> None:
+    """values.yaml names the per-webhook keys: the list must be the registry's."""
+    text = (CHART_DIR / "values.yaml").read_text()
+    start = text.index("# Per webhook, by the first label of its name")
+    listed = text[start : text.index("# Unset:", start)]
+    names = {
+        word.strip(" ,.#\n")
+        for line in listed.splitlines()[2:]
+        for word in line.lstrip("# ").split(",")
+        if word.strip(" ,.#\n")
+    }
+
+    assert names == {short_name(h.webhook_name) for h in HANDLERS.installed()}
 
 
 # -- equivalence with the kustomize tree -------------------------------------------
@@ -294,15 +313,21 @@ def test_a_wrong_value_is_refused_with_a_message_naming_it(
     assert message in result.stderr
 
 
+TEAM_POLICY = REPOSITORY / "examples" / "team-policy" / "acme.yaml"
+
+
 def test_scope_sets_every_webhooks_namespace_selector_and_always_excludes_its_own(
-    helm: Path,
+    helm: Path, tmp_path: Path
 ) -> None:
+    """The policy's opt-in label, then the team's own expressions, then the exclusions."""
     scope = sets(
-        "scope.namespaceLabel.key=example.com/gpu",
-        "scope.namespaceLabel.value=on",
+        "scope.matchExpressions[0].key=team.example.com/tier",
+        "scope.matchExpressions[0].operator=In",
+        "scope.matchExpressions[0].values={prod}",
         "scope.excludedNamespaces={batch-legacy}",
     )
-    hooks = webhooks(template(helm, "--namespace", "platform", *scope))
+    values = helm_values(TEAM_POLICY, tmp_path)
+    hooks = webhooks(template(helm, "--namespace", "platform", "-f", str(values), *scope))
 
     policy = hooks.pop("validate-policy.gpu-admission.io")  # the release's own namespace only
     assert policy["namespaceSelector"] == {
@@ -313,7 +338,8 @@ def test_scope_sets_every_webhooks_namespace_selector_and_always_excludes_its_ow
     for hook in hooks.values():
         assert hook["namespaceSelector"] == {
             "matchExpressions": [
-                {"key": "example.com/gpu", "operator": "In", "values": ["on"]},
+                {"key": "team.example.com/gpu-enabled", "operator": "In", "values": ["yes"]},
+                {"key": "team.example.com/tier", "operator": "In", "values": ["prod"]},
                 {
                     "key": "kubernetes.io/metadata.name",
                     "operator": "NotIn",
@@ -322,6 +348,69 @@ def test_scope_sets_every_webhooks_namespace_selector_and_always_excludes_its_ow
             ]
         }
         assert hook["clientConfig"]["service"]["namespace"] == "platform"
+
+
+def test_a_scope_label_other_than_the_policys_is_refused_naming_both(helm: Path) -> None:
+    refused = run(
+        [
+            helm,
+            "template",
+            "gpu-admission",
+            CHART_DIR,
+            *sets("scope.namespaceLabel.key=example.com/gpu", "scope.namespaceLabel.value=on"),
+        ],
+        check=False,
+    )
+    same = template(
+        helm,
+        *sets(
+            "scope.namespaceLabel.key=gpu-admission.io/enabled", "scope.namespaceLabel.value=true"
+        ),
+    )
+
+    assert refused.returncode != 0
+    assert (
+        "scope.namespaceLabel example.com/gpu=on is not the policy's namespaceOptIn "
+        "gpu-admission.io/enabled=true" in refused.stderr
+    )
+    assert (
+        webhooks(same)["validate.gpu-admission.io"]["namespaceSelector"]["matchExpressions"][0][
+            "key"
+        ]
+        == "gpu-admission.io/enabled"
+    )
+
+
+def test_the_priority_classes_are_the_policys_with_its_values_and_preemption(
+    helm: Path, tmp_path: Path
+) -> None:
+    objects = template(helm, "-f", str(helm_values(TEAM_POLICY, tmp_path)))
+
+    classes = {
+        o["metadata"]["name"]: (o["value"], o["preemptionPolicy"], o["globalDefault"])
+        for o in objects
+        if o["kind"] == "PriorityClass"
+    }
+    assert classes == {
+        "acme-inference": (500000, "PreemptLowerPriority", False),
+        "acme-training": (200, "Never", False),
+    }
+
+
+def test_a_scope_printed_by_an_older_chart_version_is_refused_with_the_command(
+    helm: Path, tmp_path: Path
+) -> None:
+    """A webhookScope without the opt-in label and classes (as printed before they were
+    part of it) would render webhooks acting nowhere: it is printed again instead."""
+    values = yaml.safe_load(helm_values(TEAM_POLICY, tmp_path).read_text())
+    del values["webhookScope"]["namespaceOptIn"]
+    old = tmp_path / "old-values.yaml"
+    old.write_text(yaml.safe_dump(values), "utf-8")
+
+    refused = run([helm, "template", "gpu-admission", CHART_DIR, "-f", old], check=False)
+
+    assert refused.returncode != 0
+    assert "webhookScope holds no namespaceOptIn" in refused.stderr
 
 
 def test_a_url_replaces_the_service_in_every_webhook(helm: Path) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,6 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.build_controlplane import GoToolchainMissing, bin_dir, ensure_binaries
 from webhook.cli.manifests import add_manifest_commands
 from webhook.install.configurations import POLICY_WEBHOOK, Endpoint, render_webhook_configurations
 from webhook.install.manifests import (
@@ -60,20 +58,6 @@ CLUSTER_SCOPED = {
 
 def policy_named(name: str) -> Policy:
     return load_policy_file(REPOSITORY / "policies" / name)
-
-
-@pytest.fixture(scope="module")
-def kubectl() -> Path:
-    """The kubectl the e2e harness builds; built here only when e2e is required."""
-    binary = bin_dir() / "kubectl"
-    if binary.is_file():
-        return binary
-    if os.environ.get("GPU_ADMISSION_E2E", "").strip().lower() != "required":
-        pytest.skip(f"no kubectl at {binary}; `python -m tests.e2e.build_controlplane` builds it")
-    try:
-        return ensure_binaries() / "kubectl"
-    except GoToolchainMissing as error:
-        pytest.fail(f"GPU_ADMISSION_E2E=required but {error}", pytrace=False)
 
 
 @pytest.fixture(scope="module")

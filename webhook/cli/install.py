@@ -96,7 +96,8 @@ def add_install_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
     uninstall.add_argument(
         "--keep-priority-classes",
         action="store_true",
-        help="keep inference-priority and training-priority (pods may still use them)",
+        help="keep the PriorityClasses install made for the policy's classes (pods may "
+        "still use them)",
     )
     uninstall.set_defaults(run=_uninstall)
 
@@ -230,7 +231,11 @@ def _uninstall(args: argparse.Namespace) -> int:
 
 
 def _uninstall_from(api: Any, args: argparse.Namespace) -> int:
-    from webhook.kube.client import delete_objects, delete_webhook_configurations
+    from webhook.kube.client import (
+        delete_objects,
+        delete_webhook_configurations,
+        labelled_objects,
+    )
 
     # Webhook configurations first: nothing may call a service that is going away.
     delete_webhook_configurations(api, WEBHOOK_CONFIGURATION)
@@ -238,9 +243,13 @@ def _uninstall_from(api: Any, args: argparse.Namespace) -> int:
     leftovers = [
         o
         for o in reversed(base_objects())
-        if not (args.keep_priority_classes and o["kind"] == "PriorityClass")
-        and o["kind"] not in WEBHOOK_KINDS
+        if o["kind"] not in WEBHOOK_KINDS and o["kind"] != "PriorityClass"
     ]
+    if not args.keep_priority_classes:
+        # The installed policy's classes, whatever their names: those install labelled.
+        leftovers += labelled_objects(
+            api, "scheduling.k8s.io/v1", "PriorityClass", dict(APP_LABELS)
+        )
     # Deleting the namespace removes the Secrets, ConfigMap and pods with it.
     for deleted in delete_objects(api, leftovers):
         print(f"deleted {deleted}")

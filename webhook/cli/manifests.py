@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from webhook.install.manifests import (
     sync,
     webhooks_yaml,
 )
+from webhook.install.overlay import overlay_files
 from webhook.install.rule_lists import UnreadableRuleList
 from webhook.policy.compiled import Policy
 
@@ -55,6 +57,23 @@ def add_manifest_commands(commands: argparse._SubParsersAction[argparse.Argument
     )
     values.add_argument("--policy", type=Path, required=True, help="policy YAML")
     values.set_defaults(run=_helm_values)
+
+    overlay = manifest_commands.add_parser(
+        "overlay",
+        help="write a kustomize overlay installing deploy/base with a policy: its ConfigMap, "
+        "webhook configurations and PriorityClasses (kubectl apply -k DIR)",
+    )
+    overlay.add_argument("--policy", type=Path, required=True, help="policy YAML")
+    overlay.add_argument(
+        "--output-dir", type=Path, required=True, help="the overlay's folder (made if missing)"
+    )
+    overlay.add_argument(
+        "--base",
+        help="the base as the overlay names it: a path relative to the overlay or a remote "
+        "reference (github.com/ORG/gpu-admission/deploy/base?ref=TAG); default: deploy/base "
+        "of the repository holding the current directory, relative to the overlay",
+    )
+    overlay.set_defaults(run=_overlay)
 
     flavors = manifest_commands.add_parser(
         "kueue-flavors",
@@ -122,6 +141,40 @@ def _helm_values(args: argparse.Namespace) -> int:
         return 2
     sys.stdout.write(f"# Rendered by `gpu-admission manifests helm-values` from {args.policy}.\n")
     sys.stdout.write(helm_values(policy, text))
+    return 0
+
+
+def _overlay(args: argparse.Namespace) -> int:
+    """The overlay's files, each written (the folder made when missing)."""
+    base = args.base
+    if base is None:
+        deploy_dir = repository_deploy_dir(Path.cwd())
+        if deploy_dir is None:
+            print(
+                f"gpu-admission: no deploy/ directory in {Path.cwd()} or above it; pass --base "
+                "(a path relative to the overlay, or a remote reference to deploy/base)",
+                file=sys.stderr,
+            )
+            return 2
+        target = args.output_dir.resolve()
+        base = os.path.relpath(deploy_dir.resolve() / "base", target)
+    try:
+        policy = serving_engine_from_file(args.policy).policy
+        text = args.policy.read_text("utf-8")
+        files = overlay_files(policy, text, base)
+        args.output_dir.mkdir(parents=True, exist_ok=True)
+        for name, content in files.items():
+            (args.output_dir / name).write_text(content, "utf-8")
+    except (PolicyError, OSError) as error:
+        print(f"gpu-admission: {error}", file=sys.stderr)
+        return 2
+    for name in files:
+        print(f"{args.output_dir / name}: written")
+    print(
+        f"gpu-admission: apply with `kubectl apply -k {args.output_dir}`; namespaces opt in "
+        f"with {policy.namespace_opt_in[0]}={policy.namespace_opt_in[1]}",
+        file=sys.stderr,
+    )
     return 0
 
 

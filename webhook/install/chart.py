@@ -11,10 +11,11 @@ which become template expressions (helpers in ``templates/_helpers.tpl``):
   annotation when the certificates come from cert-manager;
 - ``clientConfig``: the Service in the release's namespace (or ``webhooks.url``)
   and, with self-generated certificates, the ``caBundle``;
-- ``namespaceSelector``: ``scope.namespaceLabel`` and ``scope.excludedNamespaces``,
-  the release's namespace always excluded, for every webhook whose selector is the
-  opt-in scope; the release's namespace wherever else the service's own namespace
-  appears;
+- ``namespaceSelector``: the policy's opt-in label (``webhookScope.namespaceOptIn``;
+  ``scope.namespaceLabel``, when set, must say the same), ``scope.matchExpressions``
+  and ``scope.excludedNamespaces``, the release's namespace always excluded, for every
+  webhook whose selector is the opt-in scope; the release's namespace wherever else the
+  service's own namespace appears;
 - ``failurePolicy`` and ``timeoutSeconds``: a value per webhook, keyed by the
   first label of its name (``mutate``, ``validate-unclassed``, ...), the rendered
   value by default;
@@ -54,6 +55,7 @@ from webhook.install.configurations import (
     render_webhook_configurations,
 )
 from webhook.install.names import APP_LABELS, SERVICE
+from webhook.install.priority_classes import priority_class_specs
 from webhook.install.scope import SCOPED_FIELDS
 from webhook.policy import Policy
 
@@ -130,8 +132,10 @@ def _templated_hook(
 
 
 def webhook_scope(policy: Policy, policy_text: str) -> dict[str, Any]:
-    """What `policy` decides of each webhook (``SCOPED_FIELDS``), by webhook name, with
-    the sha256 of `policy_text` (the exact text the chart is given as its policy)."""
+    """What `policy` decides of the install: each webhook's ``SCOPED_FIELDS`` by webhook
+    name, the namespace opt-in label every opted-in webhook selects, and the PriorityClasses
+    its classes name (``priority_class_specs``), with the sha256 of `policy_text` (the
+    exact text the chart is given as its policy)."""
     endpoint = Endpoint(ca_bundle="", service_name=SERVICE, service_namespace=RELEASE_NAMESPACE)
     configurations = render_webhook_configurations(
         policy, endpoint, own_namespace=RELEASE_NAMESPACE
@@ -143,8 +147,11 @@ def webhook_scope(policy: Policy, policy_text: str) -> dict[str, Any]:
     }
     if RELEASE_NAMESPACE in json.dumps(webhooks):
         raise ValueError("a scoped field of a webhook names the service's own namespace")
+    key, value = policy.namespace_opt_in
     return {
         "policySha256": hashlib.sha256(policy_text.encode("utf-8")).hexdigest(),
+        "namespaceOptIn": {"key": key, "value": value},
+        "priorityClasses": priority_class_specs(policy),
         "webhooks": webhooks,
     }
 

@@ -3,6 +3,7 @@
 The objects come from `deploy/base` (shipped in the wheel), so `kubectl apply
 -k deploy/` and `install` install the same thing. What install adds:
 certificates (generated, or reused and renewed when due: ``webhook.tls.provision``),
+the PriorityClasses of the policy's classes in place of the base's (the default policy's),
 the policy ConfigMap from any policy file (annotated with the digest of the webhook scope
 its policy needs, ``webhook.install.scope.scope_digest``: the policy ConfigMap's webhook
 admits it before the configurations of the same install are replaced), the caBundle in both webhook
@@ -33,6 +34,7 @@ from webhook.install.names import (
     POLICY_CONFIGMAP,
     SERVICE,
 )
+from webhook.install.priority_classes import priority_class_objects
 from webhook.install.scope import SCOPE_ANNOTATION, scope_digest
 from webhook.policy import Policy
 
@@ -109,7 +111,7 @@ def render_install(
     """The base objects with namespace, policy, caBundle and image filled in."""
     objects = []
     for obj in base_objects(base):
-        if obj["kind"] in WEBHOOK_KINDS:
+        if obj["kind"] in WEBHOOK_KINDS or obj["kind"] == "PriorityClass":
             continue  # rendered below from the policy actually installed
         if obj["kind"] == "Deployment" and obj["metadata"]["name"] == DEPLOYMENT:
             _roll_on_policy_change(obj, policy_text)
@@ -117,6 +119,7 @@ def render_install(
             _set_image(obj, image)
         objects.append(obj)
     objects.insert(1, _policy_configmap(policy, policy_text))
+    objects.extend(priority_class_objects(policy))
     endpoint = Endpoint(ca_bundle=ca_bundle_b64, service_name=SERVICE, service_namespace=NAMESPACE)
     mutating, validating = render_webhook_configurations(policy, endpoint, own_namespace=NAMESPACE)
     return InstallPlan(objects, mutating, validating)

@@ -187,6 +187,20 @@ def delete_objects(api: Any, objects: list[dict[str, Any]]) -> list[str]:
     return deleted
 
 
+def labelled_objects(
+    api: Any, api_version: str, kind: str, labels: dict[str, str]
+) -> list[dict[str, Any]]:
+    """The cluster-scoped objects of one kind carrying every label of `labels`, each as
+    apiVersion, kind and name (what ``delete_objects`` needs)."""
+    resource = DynamicClient(api).resources.get(api_version=api_version, kind=kind)
+    selector = ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+    found = resource.get(label_selector=selector).to_dict().get("items", [])
+    return [
+        {"apiVersion": api_version, "kind": kind, "metadata": {"name": o["metadata"]["name"]}}
+        for o in found
+    ]
+
+
 def deployment_availability(api: Any, namespace: str, name: str) -> tuple[int, int]:
     """(available replicas, desired replicas) of a Deployment."""
     deployment = client.AppsV1Api(api).read_namespaced_deployment(name, namespace)

@@ -118,10 +118,38 @@ trusted side by side during a CA rotation must not share a name). */ -}}
 {{- toJson $config -}}
 {{- end -}}
 
+{{/*
+The namespace opt-in label of the policy in force, as JSON {key, value}: the webhookScope's
+(`gpu-admission manifests helm-values` prints it from the policy). scope.namespaceLabel,
+when set, must say the same: a chart selecting namespaces by another label than the one
+the policy and its documents name would act nowhere the team opted in.
+*/}}
+{{- define "gpu-admission.optIn" -}}
+{{- $scope := include "gpu-admission.webhookScope" . | fromJson -}}
+{{- $optIn := $scope.namespaceOptIn -}}
+{{- if not $optIn -}}
+{{- fail "webhookScope holds no namespaceOptIn: print it again with `gpu-admission manifests helm-values --policy FILE` of this chart's version" -}}
+{{- end -}}
+{{- $label := .Values.scope.namespaceLabel | default dict -}}
+{{- if $label.key -}}
+{{- if or (ne $label.key $optIn.key) (ne (toString $label.value) (toString $optIn.value)) -}}
+{{- fail (printf "scope.namespaceLabel %s=%s is not the policy's namespaceOptIn %s=%s: the webhooks would act in no namespace the policy's users opt in. Leave scope.namespaceLabel unset (the policy's label is used) or change namespaceOptIn in the policy" $label.key (toString $label.value) $optIn.key (toString $optIn.value)) -}}
+{{- end -}}
+{{- end -}}
+{{- dict "key" $optIn.key "value" (toString $optIn.value) | toJson -}}
+{{- end -}}
+
+{{/*
+The opted-in webhooks' namespaceSelector: the policy's opt-in label, the expressions of
+scope.matchExpressions (a team's own, e.g. a tenancy label), and every excluded namespace.
+*/}}
 {{- define "gpu-admission.namespaceSelector" -}}
-{{- $label := .Values.scope.namespaceLabel -}}
+{{- $label := include "gpu-admission.optIn" . | fromJson -}}
 {{- $excluded := concat (list "kube-system" "kube-node-lease") .Values.scope.excludedNamespaces (list .Release.Namespace) | uniq -}}
-{{- dict "matchExpressions" (list (dict "key" $label.key "operator" "In" "values" (list (toString $label.value))) (dict "key" "kubernetes.io/metadata.name" "operator" "NotIn" "values" $excluded)) | toJson -}}
+{{- $expressions := list (dict "key" $label.key "operator" "In" "values" (list $label.value)) -}}
+{{- $expressions = concat $expressions (.Values.scope.matchExpressions | default list) -}}
+{{- $expressions = append $expressions (dict "key" "kubernetes.io/metadata.name" "operator" "NotIn" "values" $excluded) -}}
+{{- dict "matchExpressions" $expressions | toJson -}}
 {{- end -}}
 
 {{- define "gpu-admission.failurePolicy" -}}
@@ -290,8 +318,7 @@ configurations are upgraded; any other it compares with the live configurations.
 */}}
 {{- define "gpu-admission.webhookScopeDigest" -}}
 {{- $webhooks := (include "gpu-admission.webhookScope" . | fromJson).webhooks | default dict -}}
-{{- $label := .Values.scope.namespaceLabel -}}
-{{- $optIn := dict "key" $label.key "value" (toString $label.value) -}}
+{{- $optIn := include "gpu-admission.optIn" . | fromJson -}}
 {{- printf "sha256:%s" (dict "namespaceOptIn" $optIn "webhooks" $webhooks | toJson | sha256sum) -}}
 {{- end -}}
 
