@@ -24,11 +24,14 @@ from pathlib import Path
 import yaml
 
 from webhook.engine.mutate import INJECTED_ANNOTATION as INJECTED
+from webhook.install.priority_classes import priority_class_objects
+from webhook.policy import Policy, load_default_policy, load_policy_file
 
-from .admission_fixtures import EXAMPLES, OPT_IN, REPO
+from .admission_fixtures import EXAMPLES
 from .build_controlplane import ensure_binaries
 from .controlplane import ControlPlane
-from .nodes import FLEET, POOL_LABEL, register_fleet
+from .nodes import FLEET, register_fleet
+from .policy_world import examples_for, fleet_for, pool_of_node
 from .webhook_server import WebhookServer
 
 NAMESPACE = "demo"
@@ -43,20 +46,28 @@ def main(argv: list[str] | None = None) -> int:
     _step("the control plane's binaries (built once per release, then cached)")
     binaries = ensure_binaries()
     _step("etcd, kube-apiserver, kube-scheduler and kube-controller-manager")
+    policy = load_policy_file(options.policy) if options.policy else load_default_policy()
+    # Another policy's cluster: the same machines under its labels and taints, and the
+    # examples in its words (tests/e2e/policy_world.py).
+    fleet = fleet_for(policy) if options.policy else FLEET
+    examples = examples_for(policy, work_dir) if options.policy else EXAMPLES
     with ControlPlane(binaries, work_dir / "controlplane") as plane:
-        _step(f"{len(FLEET)} nodes, labelled as GPU Feature Discovery labels them")
-        register_fleet(plane)
-        plane.apply((REPO / "deploy" / "base" / "priorityclasses.yaml").read_text("utf-8"))
+        _step(f"{len(fleet)} nodes, labelled as GPU Feature Discovery labels them")
+        register_fleet(plane, fleet)
+        plane.apply(yaml.safe_dump_all(priority_class_objects(policy)))
         server = WebhookServer(work_dir / "gpu-admission")
-        policy = options.policy or "the embedded default policy"
-        _step(f"gpu-admission serving {policy}, with the live inventory of this cluster")
+        served = options.policy or "the embedded default policy"
+        _step(f"gpu-admission serving {served}, with the live inventory of this cluster")
         server.start(options.policy, kubeconfig=plane.kubeconfig)
         try:
             server.register(plane.kubeconfig)
-            plane.create_namespace(options.namespace, OPT_IN)
-            _apply_workloads(plane, options.namespace)
-            _apply_denied(plane, options.namespace)
-            _next_steps(plane, server, options.namespace)
+            key, value = policy.namespace_opt_in
+            plane.create_namespace(options.namespace, {key: value})
+            if examples != EXAMPLES:
+                print(f"\nexamples/ in the words of {options.policy}: {examples}")
+            _apply_workloads(plane, policy, examples, options.namespace)
+            _apply_denied(plane, examples, options.namespace)
+            _next_steps(plane, server, examples, options.namespace)
             with contextlib.suppress(KeyboardInterrupt):
                 stop.wait()
         finally:
@@ -75,15 +86,17 @@ def _step(what: str) -> None:
     print(f"[demo] {what} ...", flush=True)
 
 
-def _next_steps(plane: ControlPlane, server: WebhookServer, namespace: str) -> None:
+def _next_steps(plane: ControlPlane, server: WebhookServer, examples: Path, namespace: str) -> None:
+    denied = _shown(examples / "denied" / "too-many-gpus.yaml", examples)
     print(
         "\n== try next, in another shell\n"
         f"export KUBECONFIG={plane.kubeconfig} PATH={plane.kubectl_binary.parent}:$PATH\n"
         f"kubectl -n {namespace} get pods -o wide       # where each pod landed\n"
         f"kubectl -n {namespace} get pod embedder -o jsonpath='{{.metadata.annotations}}'"
         "   # what was injected\n"
-        f"kubectl -n {namespace} apply -f examples/denied/too-many-gpus.yaml   # refused\n"
-        ".venv/bin/gpu-admission check --admitted examples/training-job.yaml   # offline\n"
+        f"kubectl -n {namespace} apply -f {denied}   # refused\n"
+        f".venv/bin/gpu-admission check --admitted {_shown(examples / 'training-job.yaml', examples)}"
+        "   # offline\n"
         ".venv/bin/gpu-admission audit                   # what runs, judged\n"
         f"logs: {plane.log_dir} and {server.work_dir}\n"
         "Ctrl-C stops everything.",
@@ -91,17 +104,23 @@ def _next_steps(plane: ControlPlane, server: WebhookServer, namespace: str) -> N
     )
 
 
-def _apply_workloads(plane: ControlPlane, namespace: str) -> None:
+def _shown(path: Path, examples: Path) -> str:
+    """A file of examples/ as a command shows it: examples/NAME, or the file written in
+    another policy's words."""
+    return f"examples/{path.relative_to(examples)}" if examples == EXAMPLES else str(path)
+
+
+def _apply_workloads(plane: ControlPlane, policy: Policy, examples: Path, namespace: str) -> None:
     print(f"\n== workloads applied to namespace {namespace} (opted in)")
-    for path in sorted(EXAMPLES.glob("*.yaml")):
+    for path in sorted(examples.glob("*.yaml")):
         result = plane.apply(path.read_text("utf-8"), namespace=namespace, check=False)
         print(f"$ kubectl apply -f examples/{path.name}\n{_answer(result)}")
-    expected = sum(_pods_of(path) for path in EXAMPLES.glob("*.yaml"))
+    expected = sum(_pods_of(path) for path in examples.glob("*.yaml"))
     deadline = time.monotonic() + SETTLE_SECONDS
     while time.monotonic() < deadline and not _settled(plane, namespace, expected):
         time.sleep(1)
     pools = {
-        node["metadata"]["name"]: node["metadata"].get("labels", {}).get(POOL_LABEL, "cpu")
+        node["metadata"]["name"]: pool_of_node(policy, node["metadata"].get("labels", {}))
         for node in plane.list_json("nodes")
     }
     print(f"\n{'POD':28} {'NODE':23} {'POOL':10} {'PRIORITY':9} INJECTED")
@@ -114,9 +133,9 @@ def _apply_workloads(plane: ControlPlane, namespace: str) -> None:
         )
 
 
-def _apply_denied(plane: ControlPlane, namespace: str) -> None:
+def _apply_denied(plane: ControlPlane, examples: Path, namespace: str) -> None:
     print("\n== pods that break a rule")
-    for path in sorted((EXAMPLES / "denied").glob("*.yaml")):
+    for path in sorted((examples / "denied").glob("*.yaml")):
         result = plane.apply(path.read_text("utf-8"), namespace=namespace, check=False)
         # another policy may admit it
         print(f"$ kubectl apply -f examples/denied/{path.name}\n{_answer(result)}\n")

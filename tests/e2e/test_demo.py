@@ -18,16 +18,18 @@ import pytest
 from .admission_fixtures import EXAMPLES, REPO
 
 READY = "Ctrl-C stops everything."
+TEAM_POLICY = "examples/team-policy/acme.yaml"
 STARTUP_SECONDS = 240
 
 
 @pytest.fixture(scope="module")
 def demo(controlplane_bin_dir: Path) -> Iterator[str]:
-    """The demo's output up to its last line, with the overflow policy in namespace
-    team-a; it is stopped as Ctrl-C or a service manager would stop it."""
+    """The demo's output up to its last line, with a team's own policy (other labels,
+    classes, values and taints: examples/team-policy/acme.yaml) in namespace team-a; it is
+    stopped as Ctrl-C or a service manager would stop it."""
     del controlplane_bin_dir  # built, so the demo's own build is only a check
     command = [sys.executable, "-m", "tests.e2e.demo"]
-    options = ["--policy", "policies/overflow.yaml", "--namespace", "team-a"]
+    options = ["--policy", TEAM_POLICY, "--namespace", "team-a"]
     process = subprocess.Popen(
         [*command, *options],
         cwd=REPO,
@@ -70,7 +72,7 @@ def _read(process: subprocess.Popen[str], lines: list[str], ready: threading.Eve
 def test_it_says_each_step_as_it_starts(demo: str) -> None:
     steps = [line for line in demo.splitlines() if line.startswith("[demo] ")]
     assert [step.split(" ")[1] for step in steps] == ["the", "etcd,", "9", "gpu-admission"]
-    assert "gpu-admission serving policies/overflow.yaml" in demo
+    assert f"gpu-admission serving {TEAM_POLICY}" in demo
 
 
 def test_every_example_is_applied_to_the_namespace_it_was_given(demo: str) -> None:
@@ -79,29 +81,30 @@ def test_every_example_is_applied_to_the_namespace_it_was_given(demo: str) -> No
         assert f"$ kubectl apply -f examples/{example.name}\n" in demo
 
 
-def test_the_pods_are_bound_and_say_what_was_injected(demo: str) -> None:
+def test_the_pods_are_bound_to_the_policys_pools_at_its_priorities(demo: str) -> None:
+    """The team's serving pool is untainted: its pods need no toleration, and a CPU pod
+    may land there too; its batch pool is tainted, and its pods are drawn together."""
     table = demo.split("\nPOD ", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
     rows = {row.split()[0]: row.split() for row in table}
     assert rows and all(row[1] != "(pending)" for row in rows.values())
-    assert rows["embedder"][2:] == ["inference", "1000000", "affinity,tolerations,priority"]
-    assert rows["etl"][2:] == ["cpu", "0", "-"]
+    assert rows["embedder"][2:] == ["serving", "500000", "affinity,priority"]
+    assert rows["etl"][3:] == ["0", "-"]
     trainers = [row for name, row in rows.items() if name.startswith("resnet-train-")]
-    assert trainers and all(row[2] == "training" for row in trainers)
-    assert all("co-location" in row[4] for row in trainers)
+    assert trainers and all(row[2:4] == ["batch", "200"] for row in trainers)
+    assert all("co-location" in row[4] and "tolerations" in row[4] for row in trainers)
+    [pinned] = [row for name, row in rows.items() if name.startswith("bert-train-a100-")]
+    assert pinned[1].startswith("training-a100-80g-")
 
 
-def test_each_denied_example_is_refused_with_our_words_or_admitted_by_the_policy(
-    demo: str,
-) -> None:
+def test_every_denied_example_is_refused_in_the_policys_words(demo: str) -> None:
     answers = {
         example.stem: demo.split(f"$ kubectl apply -f examples/denied/{example.name}\n", 1)[1]
         for example in sorted((EXAMPLES / "denied").glob("*.yaml"))
     }
-    # the overflow policy lets inference pods onto the training pool
-    assert answers.pop("wrong-pool").startswith("pod/wrong-pool created\n")
     for name, answer in answers.items():
         assert answer.startswith("Error from server (Forbidden)"), answer[:300]
         assert f"gpu-admission denied pod 'team-a/{name}'" in answer.split("\n", 1)[0]
+    assert "acme.example.com/workload" in answers["no-class"].split("\n", 1)[0]
 
 
 def test_it_ends_with_what_to_try_next(demo: str) -> None:
@@ -112,6 +115,8 @@ def test_it_ends_with_what_to_try_next(demo: str) -> None:
         next_steps
     )
     assert "gpu-admission check --admitted" in next_steps
+    refused = next_steps.split("kubectl -n team-a apply -f ", 1)[1].split(" ", 1)[0]
+    assert "acme.example.com/workload" in Path(refused).read_text("utf-8")
 
 
 def test_the_readme_shows_the_demos_own_headings_and_table(demo: str) -> None:
