@@ -313,7 +313,7 @@ def test_a_wrong_value_is_refused_with_a_message_naming_it(
     assert message in result.stderr
 
 
-TEAM_POLICY = REPOSITORY / "examples" / "team-policy" / "acme.yaml"
+TEAM_POLICY = REPOSITORY / "policies" / "examples" / "acme.yaml"
 
 
 def test_scope_sets_every_webhooks_namespace_selector_and_always_excludes_its_own(
@@ -363,9 +363,8 @@ def test_a_scope_label_other_than_the_policys_is_refused_naming_both(helm: Path)
     )
     same = template(
         helm,
-        *sets(
-            "scope.namespaceLabel.key=gpu-admission.io/enabled", "scope.namespaceLabel.value=true"
-        ),
+        "--set-string",
+        "scope.namespaceLabel.key=gpu-admission.io/enabled,scope.namespaceLabel.value=true",
     )
 
     assert refused.returncode != 0

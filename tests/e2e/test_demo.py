@@ -18,14 +18,14 @@ import pytest
 from .admission_fixtures import EXAMPLES, REPO
 
 READY = "Ctrl-C stops everything."
-TEAM_POLICY = "examples/team-policy/acme.yaml"
+TEAM_POLICY = "policies/examples/acme.yaml"
 STARTUP_SECONDS = 240
 
 
 @pytest.fixture(scope="module")
 def demo(controlplane_bin_dir: Path) -> Iterator[str]:
     """The demo's output up to its last line, with a team's own policy (other labels,
-    classes, values and taints: examples/team-policy/acme.yaml) in namespace team-a; it is
+    classes, values and taints: policies/examples/acme.yaml) in namespace team-a; it is
     stopped as Ctrl-C or a service manager would stop it."""
     del controlplane_bin_dir  # built, so the demo's own build is only a check
     command = [sys.executable, "-m", "tests.e2e.demo"]

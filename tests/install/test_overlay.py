@@ -22,7 +22,7 @@ from webhook.policy import load_policy_file
 from webhook.policy.load import default_policy_text
 
 REPOSITORY = Path(__file__).resolve().parents[2]
-TEAM_POLICY = REPOSITORY / "examples" / "team-policy" / "acme.yaml"
+TEAM_POLICY = REPOSITORY / "policies" / "examples" / "acme.yaml"
 
 Objects = list[dict[str, Any]]
 

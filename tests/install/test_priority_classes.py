@@ -11,7 +11,7 @@ from webhook.policy import load_default_policy, load_policy_file
 from webhook.policy.load import default_policy_text, load_policy_text
 
 REPOSITORY = Path(__file__).resolve().parents[2]
-TEAM_POLICY = REPOSITORY / "examples" / "team-policy" / "acme.yaml"
+TEAM_POLICY = REPOSITORY / "policies" / "examples" / "acme.yaml"
 
 
 def test_the_default_policys_classes_are_inference_and_training_priority() -> None:

@@ -179,14 +179,26 @@ class TestEvaluation:
             "pod requests 9 nvidia.com/gpu; the largest node in pool training has 8; split the work into pods of at most 8",
         )
 
-    def test_an_unlabelled_cpu_pod_skips_the_class_rules(self, engine: Engine) -> None:
-        assert outcomes(evaluated(engine, pod())) == {
-            "visible-devices": "pass", "device-env": "pass", "device-annotations": "pass",
-            "device-mounts": "pass", "privileged-containers": "pass",
-            "workload-class": "pass", "non-gpu-placement": "pass", "pool-placement": "skip", "gpu-model": "skip", "gpu-quantity": "skip",
-            "gpu-count": "skip", "mig-profile": "skip", "priority-class": "skip",
-            "resource-claims": "pass", "claims-not-judged": "pass",
-        }  # fmt: skip
+    def test_an_unlabelled_cpu_pod_is_sent_to_no_webhook_and_skips_every_rule(
+        self, engine: Engine
+    ) -> None:
+        """kube-apiserver sends the validating webhooks no pod of no class that can reach
+        no GPU (the gpu-relevant-pod condition): offline, as live, it is admitted unjudged."""
+        evaluation = evaluated(engine, pod())
+
+        assert set(outcomes(evaluation).values()) == {"skip"}
+        assert evaluation.allowed and evaluation.patch == ()
+
+    def test_a_cpu_pod_that_tolerates_the_gpu_taints_is_sent_and_judged(
+        self, engine: Engine
+    ) -> None:
+        tolerant = pod()
+        tolerant["spec"]["tolerations"] = [{"operator": "Exists"}]
+
+        result = outcomes(evaluated(engine, tolerant))
+
+        assert result["non-gpu-placement"] == "fail"
+        assert result["visible-devices"] == "pass"
 
     def test_an_unlabelled_gpu_pod_fails_for_its_missing_class_and_skips_the_rest(
         self, engine: Engine

@@ -147,6 +147,9 @@ def _helm_values(args: argparse.Namespace) -> int:
 def _overlay(args: argparse.Namespace) -> int:
     """The overlay's files, each written (the folder made when missing)."""
     base = args.base
+    if base is not None and Path(base).is_absolute():
+        # kustomize reads a local base only by a path relative to the overlay.
+        base = os.path.relpath(base, args.output_dir.resolve())
     if base is None:
         deploy_dir = repository_deploy_dir(Path.cwd())
         if deploy_dir is None:

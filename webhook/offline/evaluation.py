@@ -29,7 +29,7 @@ from typing import Any
 import jsonpatch
 
 from webhook.engine import AdmissionRequest, Engine, RuleOutcome
-from webhook.engine.decision import ENFORCE, denial, subject
+from webhook.engine.decision import ENFORCE, Decision, denial, subject
 from webhook.engine.dra.api import GROUP
 from webhook.engine.dra.claims import ClaimAsks, ClaimSource, GpuClasses, claim_asks
 from webhook.engine.dra.pod_claims import NO_CLAIMS, ClaimObjects, PodClaim, pod_claims
@@ -246,6 +246,9 @@ def evaluate_pod(
     return _evaluated(engine, ref, template, pod, claims, inventory)[0]
 
 
+ALLOW = Decision(allowed=True)
+"""What a pod no webhook is sent is given: admitted as written."""
+
 Enforced = tuple[str, ...]
 """The messages of a pod's enforced violations, in the order the engine found them."""
 
@@ -262,12 +265,18 @@ def _evaluated(
     request = AdmissionRequest.pod_create(
         f"offline:{ref.source}:{ref.line}{template}", namespace_of(ref), ref.name, pod
     )
-    mutation = engine.mutate(request, inventory, claims)
+    # Judged as the cluster judges it: by the webhooks kube-apiserver sends it to (their
+    # rules, object selectors and matchConditions), and admitted as written by none.
+    sent = engine.routes.sent
+    mutation = engine.mutate(request, inventory, claims) if sent(request, mutating=True) else ALLOW
     if not mutation.allowed:
         return _malformed(ref, template, mutation.message), ()
     mutated: dict[str, Any] = jsonpatch.apply_patch(pod, list(mutation.patch))
-    decision = engine.validate(
-        dataclasses.replace(request, object=mutated), inventory, claims=claims
+    validated = dataclasses.replace(request, object=mutated)
+    decision = (
+        engine.validate(validated, inventory, claims=claims)
+        if sent(validated, mutating=False)
+        else Decision(allowed=True, rules=engine.rules.skipped)
     )
     if decision.code == 400:
         return _malformed(ref, template, decision.message), ()

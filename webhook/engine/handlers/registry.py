@@ -134,6 +134,18 @@ class Routes:
             unselected = unselected or (handler, rule)
         return unselected
 
+    def sent(self, request: AdmissionRequest, *, mutating: bool) -> bool:
+        """Whether kube-apiserver sends ``request``, in an opted-in namespace, to a webhook
+        of that side that judges it: its rules, its object selector and its matchConditions
+        (their twins) all let it through. What no webhook is sent is admitted as written."""
+        return any(
+            handler.mutating == mutating
+            and not handler.retired
+            and (handler.selector is None or handler.selector.matches(self.policy, request))
+            and handler.sends(self.policy, request)
+            for handler, _ in self.by_key.get(request_key(request), ())
+        )
+
     def reads_scale_target(self, handler: str, request: AdmissionRequest) -> bool:
         """Whether ``request`` sent to ``handler``'s path waits for the workload an
         autoscaler targets to be read."""
