@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"\nexamples/ in the words of {options.policy}: {examples}")
             _apply_workloads(plane, policy, examples, options.namespace)
             _apply_denied(plane, examples, options.namespace)
-            _next_steps(plane, server, examples, options.namespace)
+            _next_steps(plane, server, examples, options)
             with contextlib.suppress(KeyboardInterrupt):
                 stop.wait()
         finally:
@@ -86,8 +86,12 @@ def _step(what: str) -> None:
     print(f"[demo] {what} ...", flush=True)
 
 
-def _next_steps(plane: ControlPlane, server: WebhookServer, examples: Path, namespace: str) -> None:
+def _next_steps(
+    plane: ControlPlane, server: WebhookServer, examples: Path, options: argparse.Namespace
+) -> None:
+    namespace = options.namespace
     denied = _shown(examples / "denied" / "too-many-gpus.yaml", examples)
+    policy = f" --policy {options.policy}" if options.policy else ""
     print(
         "\n== try next, in another shell\n"
         f"export KUBECONFIG={plane.kubeconfig} PATH={plane.kubectl_binary.parent}:$PATH\n"
@@ -95,9 +99,9 @@ def _next_steps(plane: ControlPlane, server: WebhookServer, examples: Path, name
         f"kubectl -n {namespace} get pod embedder -o jsonpath='{{.metadata.annotations}}'"
         "   # what was injected\n"
         f"kubectl -n {namespace} apply -f {denied}   # refused\n"
-        f".venv/bin/gpu-admission check --admitted {_shown(examples / 'training-job.yaml', examples)}"
-        "   # offline\n"
-        ".venv/bin/gpu-admission audit                   # what runs, judged\n"
+        f".venv/bin/gpu-admission check{policy} --admitted "
+        f"{_shown(examples / 'training-job.yaml', examples)}   # offline\n"
+        f".venv/bin/gpu-admission audit{policy}                   # what runs, judged\n"
         f"logs: {plane.log_dir} and {server.work_dir}\n"
         "Ctrl-C stops everything.",
         flush=True,

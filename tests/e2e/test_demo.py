@@ -114,7 +114,8 @@ def test_it_ends_with_what_to_try_next(demo: str) -> None:
     assert "kubectl -n team-a get pod embedder -o jsonpath='{.metadata.annotations}'" in (
         next_steps
     )
-    assert "gpu-admission check --admitted" in next_steps
+    assert f"gpu-admission check --policy {TEAM_POLICY} --admitted" in next_steps
+    assert f"gpu-admission audit --policy {TEAM_POLICY}" in next_steps
     refused = next_steps.split("kubectl -n team-a apply -f ", 1)[1].split(" ", 1)[0]
     assert "acme.example.com/workload" in Path(refused).read_text("utf-8")
 
