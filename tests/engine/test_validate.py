@@ -192,6 +192,29 @@ class TestWrongPool:
         assert rules(decision) == ["pool-placement"]
         assert "does not tolerate gpu-pool=training:NoSchedule" in decision.message
 
+    def test_a_pod_with_no_toleration_is_told_to_tolerate_not_to_remove_any(
+        self, engine: Engine
+    ) -> None:
+        """Sent unmutated, it has no toleration that could have replaced the class's."""
+        obj = pod("training", priorityClassName="training-priority", containers=[container(gpus=1)])
+
+        message = validated(engine, obj).message
+
+        assert "remove the tolerations" not in message
+        assert "tolerate them (the mutating webhook adds these tolerations" in message
+
+    def test_a_pod_whose_tolerations_miss_the_pools_is_told_to_remove_them(
+        self, engine: Engine
+    ) -> None:
+        obj = pod(
+            "training",
+            priorityClassName="training-priority",
+            tolerations=[{"key": "other", "operator": "Exists"}],
+            containers=[container(gpus=1)],
+        )
+
+        assert "remove the tolerations that replace them" in validated(engine, obj).message
+
     def test_a_model_the_affinity_excludes_makes_the_labelled_model_unreachable(
         self, engine: Engine
     ) -> None:

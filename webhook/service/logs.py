@@ -29,9 +29,21 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(entry, default=str).decode("utf-8")
 
 
+class UvicornAddressFilter(logging.Filter):
+    """Drops uvicorn's "Uvicorn running on http://..." line: uvicorn is given no TLS (the
+    service's TLS gate does it), so it names the scheme wrong; the service's own
+    ``serving`` line gives the address with ``https://``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (
+            record.name.startswith("uvicorn") and str(record.msg).startswith("Uvicorn running on")
+        )
+
+
 def configure_logging(level: str = "info") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
+    handler.addFilter(UvicornAddressFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

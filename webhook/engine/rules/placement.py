@@ -78,7 +78,7 @@ def class_placement_violations(context: RuleContext) -> list[Violation]:
             Violation(
                 WRONG_POOL,
                 f"{workload.name} pod can never be scheduled on its pool "
-                f"{_or_list(workload.pools)} {_why_unreachable(policy, pod, own)}",
+                f"{_or_list(workload.pools)}{_why_unreachable(policy, pod, own)}",
             )
         )
     return violations
@@ -176,10 +176,15 @@ def _why_unreachable(policy: Policy, pod: PodView, own: list[Reach]) -> str:
     path and value. Only a refused pod gets here: the clauses are found now, not while
     judging it."""
     untolerated = list(dict.fromkeys(t for r in own for t in r.untolerated))
-    not_tolerated = (
-        f"it does not tolerate {', '.join(t.describe() for t in untolerated)}; "
+    # A pod with no toleration at all was not mutated (a class that is not, a pod sent
+    # to the validating webhook alone): nothing replaced the class's tolerations.
+    advice = (
         "remove the tolerations that replace them"
+        if pod.tolerations
+        else "tolerate them (the mutating webhook adds these tolerations to the class's "
+        "pods it mutates)"
     )
+    not_tolerated = f"it does not tolerate {', '.join(t.describe() for t in untolerated)}; {advice}"
     if untolerated and all(r.untolerated for r in own):
         return f": {not_tolerated}"
     found: dict[Exclusion, list[Mapping[str, str]]] = {}
@@ -196,7 +201,7 @@ def _why_unreachable(policy: Policy, pod: PodView, own: list[Reach]) -> str:
     else:
         lead = ""
     why = (
-        f"(nodes labelled {nodes}): {lead}{_and_list(clauses)}; "
+        f" (nodes labelled {nodes}): {lead}{_and_list(clauses)}; "
         f"remove or correct {'it' if len(found) == 1 else 'them'}"
     )
     still = [t for r in own if r.selected is not False for t in r.untolerated]
