@@ -1,7 +1,10 @@
 """The Helm chart's values a platform team sets around the service: where the replicas run
-(nodeSelector, tolerations, affinity, topologySpreadConstraints), what their pods carry
-(podAnnotations, podLabels, imagePullSecrets), the quota their priority class may need,
-the Prometheus Operator objects' labels, annotations, namespace and scrape settings, the
+(nodeSelector, tolerations, affinity, topologySpreadConstraints, hostNetwork), what their
+pods carry (podAnnotations, podLabels, imagePullSecrets, probes, grace period), the image's
+registry, how they roll and are drained (updateStrategy, revisionHistoryLimit,
+podDisruptionBudget), the quota their priority class may need, labels on every object
+(commonLabels), the Service's annotations, objects of the team's own (extraObjects), the
+Prometheus Operator objects' labels, annotations, namespace and scrape settings, the
 alerts' labels and runbook links, and a release in a namespace of its own choosing.
 
 Rendered by the real helm (`helm template`, `helm lint --strict`), as tests/deploy/test_helm.py
@@ -11,6 +14,7 @@ does; the objects' equivalence with the kustomize tree is that file's.
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import re
 from collections.abc import Iterator
@@ -27,9 +31,58 @@ RELEASE_NAMESPACE = "platform-admission"
 SELECTOR = {"app.kubernetes.io/name": "gpu-admission", "app.kubernetes.io/component": "webhook"}
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
+IMAGE = f"registry.example.com/platform/gpu-admission@{DIGEST}"
+EGRESS_POLICY = """\
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: gpu-admission-egress
+  namespace: {{ .Release.Namespace }}
+  labels:
+    {{- include "gpu-admission.labels" . | nindent 4 }}
+spec:
+  podSelector:
+    matchLabels:
+      {{- include "gpu-admission.selectorLabels" . | nindent 6 }}
+  policyTypes: [Egress]
+  egress:
+    # DNS, kube-apiserver and the corporate proxy (extraEnv's HTTPS_PROXY).
+    - ports:
+        - {port: 53, protocol: UDP}
+        - {port: 53, protocol: TCP}
+        - {port: 443, protocol: TCP}
+        - {port: 6443, protocol: TCP}
+        - {port: 3128, protocol: TCP}
+"""
+ONCALL_BINDING = {
+    "apiVersion": "rbac.authorization.k8s.io/v1",
+    "kind": "RoleBinding",
+    "metadata": {"name": "gpu-admission-oncall", "namespace": "platform-admission"},
+    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+    "subjects": [
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "ml-platform-oncall"}
+    ],
+}
 EVERY_VALUE: dict[str, Any] = {
     "global": {"imageRegistry": "registry.example"},  # an umbrella chart's: accepted
-    "image": {"repository": "registry.example/gpu-admission", "digest": DIGEST},
+    "image": {
+        "registry": "registry.example.com",
+        "repository": "platform/gpu-admission",
+        "digest": DIGEST,
+    },
+    "commonLabels": {"team": "ml-platform"},
+    "service": {"annotations": {"argocd.argoproj.io/sync-wave": "-1"}},
+    "hostNetwork": True,
+    # Where each replica holds its node's ports, a rollout frees a node before it fills one.
+    "updateStrategy": {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
+    },
+    "revisionHistoryLimit": 10,
+    "readinessProbe": {"timeoutSeconds": 3},
+    "livenessProbe": {"timeoutSeconds": 5, "failureThreshold": 5},
+    "terminationGracePeriodSeconds": 45,
+    "extraObjects": [EGRESS_POLICY, ONCALL_BINDING],
     "serviceAccount": {
         "create": True,
         "name": "admission-webhook",
@@ -87,6 +140,7 @@ EVERY_VALUE: dict[str, Any] = {
     ],
     "podAnnotations": {"example.com/owner": "platform"},
     "podLabels": {"team": "platform", "example.com/cost-center": "ml-1234"},
+    "podDisruptionBudget": {"enabled": True, "minAvailable": None, "maxUnavailable": 1},
     "monitoring": {
         "serviceMonitor": {
             "enabled": True,
@@ -164,6 +218,9 @@ def test_every_value_of_this_file_is_in_values_yaml_and_its_schema() -> None:
     for key in EVERY_VALUE:
         assert key in values or key == "global", key  # global: an umbrella chart's
         assert key in schema["properties"], key
+    for key in ("image", "service", "podDisruptionBudget"):
+        assert set(EVERY_VALUE[key]) <= set(values[key]), key
+        assert set(EVERY_VALUE[key]) <= set(schema["properties"][key]["properties"]), key
     for monitor in ("serviceMonitor", "alerts"):
         assert values["monitoring"][monitor]["labels"] == {}
         given = EVERY_VALUE["monitoring"][monitor]
@@ -345,6 +402,19 @@ def test_metadata_the_chart_sets_itself_is_refused_with_a_message_naming_it(
         ("monitoring.alerts.namespace=a_b", "/monitoring/alerts/namespace"),
         ("monitoring.alerts.additionalRuleLabels.my-team=ml", "invalid propertyName 'my-team'"),
         ("monitoring.runbookBaseUrl=docs/runbooks", "/monitoring/runbookBaseUrl"),
+        ("image.registry=https://registry.example.com", "/image/registry"),
+        ("commonLabels.team=two words", "/commonLabels/team"),
+        ("service.annotations.not\\ a\\ key=x", "invalid propertyName 'not a key'"),
+        ("service.labels.team=x", "additional properties 'labels' not allowed"),
+        ("hostNetwork=yes", "/hostNetwork"),
+        ("podDisruptionBudget.maxUnavailable=true", "/podDisruptionBudget/maxUnavailable"),
+        ("updateStrategy.type=OnDelete", "/updateStrategy/type"),
+        ("updateStrategy.rollingUpdate.maxSurge=one", "/updateStrategy/rollingUpdate/maxSurge"),
+        ("revisionHistoryLimit=-1", "/revisionHistoryLimit"),
+        ("readinessProbe.periodSecond=5", "additional properties 'periodSecond' not allowed"),
+        ("livenessProbe.timeoutSeconds=0", "/livenessProbe/timeoutSeconds"),
+        ("terminationGracePeriodSeconds=-1", "/terminationGracePeriodSeconds"),
+        ("extraObjects[0]=1", "/extraObjects/0"),
     ],
 )
 def test_a_value_of_the_wrong_shape_is_refused_by_the_schema(
@@ -425,6 +495,7 @@ def test_monitoring_labels_are_added_to_the_charts_own(helm: Path, every_value: 
         labels = one(objects, kind)["metadata"]["labels"]
         assert labels == {
             **one(default, kind)["metadata"]["labels"],
+            **EVERY_VALUE["commonLabels"],
             "release": "kube-prometheus-stack",
         }
 
@@ -677,7 +748,7 @@ def the_container(objects: Objects) -> dict[str, Any]:
 def test_the_image_is_pulled_by_digest_when_one_is_given(helm: Path, every_value: Path) -> None:
     container = the_container(template(helm, "--values", str(every_value)))
 
-    assert container["image"] == f"registry.example/gpu-admission@{DIGEST}"
+    assert container["image"] == IMAGE
 
 
 def test_a_digest_that_is_not_sha256_is_refused(helm: Path) -> None:
@@ -752,3 +823,273 @@ def test_a_webhook_annotation_the_chart_sets_itself_is_refused(helm: Path) -> No
     stderr = refused(helm, *sets("webhooks.annotations.cert-manager\\.io/inject-ca-from=x/y"))
 
     assert "webhooks.annotations: cert-manager.io/inject-ca-from" in stderr
+
+
+# -- the image's registry, labels on every object, the Service's annotations --------------
+
+
+def images(value: Any) -> Iterator[str]:
+    """The image of every container an object runs, at any depth."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in ("containers", "initContainers"):
+                yield from (container["image"] for container in item)
+            else:
+                yield from images(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from images(item)
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ([], IMAGE),
+        (["image.digest=", "image.tag=1.2.3"], "registry.example.com/platform/gpu-admission:1.2.3"),
+        (
+            ["image.registry=registry.example.com:5000/"],
+            f"registry.example.com:5000/platform/gpu-admission@{DIGEST}",
+        ),
+    ],
+    ids=["digest", "tag", "port and slash"],
+)
+def test_image_registry_prefixes_the_repository_everywhere_the_image_is_used(
+    helm: Path, every_value: Path, settings: list[str], expected: str
+) -> None:
+    objects = template(helm, "--values", str(every_value), *sets(*settings))
+
+    used = {(o["kind"], o["metadata"]["name"]): list(images(o)) for o in objects}
+    assert {key: found for key, found in used.items() if found} == {
+        ("Deployment", "gpu-admission"): [expected],
+        ("CronJob", "gpu-admission-cert-rotation"): [expected],
+        ("Pod", "gpu-admission-test-webhooks"): [expected],
+    }
+
+
+EVERY_OBJECT = sets(
+    "monitoring.serviceMonitor.enabled=true",
+    "monitoring.alerts.enabled=true",
+    "monitoring.dashboard.enabled=true",
+    "audit.policyReportCRD.create=true",
+)
+"""Every object the chart renders: the optional ones on."""
+
+
+def without_certificates(obj: dict[str, Any]) -> dict[str, Any]:
+    """An object without what each render makes anew (the certificates, the caBundles)."""
+    obj = copy.deepcopy(obj)
+    if obj["kind"] == "Secret":
+        obj.pop("data")
+    for hook in obj.get("webhooks", []):
+        hook["clientConfig"].pop("caBundle", None)
+    return obj
+
+
+@pytest.mark.parametrize("mode", ["selfSigned", "certManager"])
+def test_common_labels_are_added_to_every_objects_metadata_labels_and_nowhere_else(
+    helm: Path, mode: str
+) -> None:
+    chart = [*EVERY_OBJECT, *sets(f"certificates.mode={mode}")]
+    common = {"team": "ml-platform", "example.com/cost-center": "ml-1234"}
+    before = template(helm, *chart)
+
+    objects = template(
+        helm,
+        *chart,
+        "--set-json",
+        f"commonLabels={json.dumps(common)}",
+    )
+
+    for obj, default in zip(objects, before, strict=True):
+        labels = obj["metadata"].pop("labels")
+        assert labels == {**default["metadata"].pop("labels"), **common}, obj["kind"]
+        assert without_certificates(obj) == without_certificates(default)
+
+
+@pytest.mark.parametrize(
+    "label",
+    [
+        "app.kubernetes.io/name",
+        "app.kubernetes.io/component",
+        "helm.sh/chart",
+        "app.kubernetes.io/instance",
+        "app.kubernetes.io/managed-by",
+        "app.kubernetes.io/version",
+    ],
+)
+def test_a_common_label_the_chart_sets_itself_is_refused_naming_it(helm: Path, label: str) -> None:
+    setting = ("--set-json", f"commonLabels={json.dumps({label: 'mine'})}")
+
+    assert f"commonLabels: {label} is a label the chart sets itself" in refused(helm, *setting)
+
+
+def test_a_monitoring_label_wins_over_a_common_label_of_the_same_key(helm: Path) -> None:
+    settings = sets(
+        "commonLabels.release=platform",
+        "monitoring.serviceMonitor.enabled=true",
+        "monitoring.serviceMonitor.labels.release=kube-prometheus-stack",
+    )
+    rendered = run([helm, "template", "gpu-admission", CHART_DIR, *settings]).stdout
+    objects = [o for o in yaml.safe_load_all(rendered) if o]
+
+    (monitor,) = [d for d in rendered.split("\n---\n") if "\nkind: ServiceMonitor\n" in d]
+    assert monitor.count("release:") == 1  # once: YAML readers keep the last of two
+    assert one(objects, "ServiceMonitor")["metadata"]["labels"]["release"] == (
+        "kube-prometheus-stack"
+    )
+    assert one(objects, "Deployment")["metadata"]["labels"]["release"] == "platform"
+
+
+def test_service_annotations_go_on_the_webhook_service_not_the_metrics_one(
+    helm: Path, every_value: Path
+) -> None:
+    objects = template(helm, "--values", str(every_value))
+
+    webhook = one(objects, "Service")["metadata"]
+    assert webhook["annotations"] == EVERY_VALUE["service"]["annotations"]
+    assert "annotations" not in one(objects, "Service", "gpu-admission-metrics")["metadata"]
+
+
+# -- the replicas' network, rollout, disruptions, probes and grace period -------------------
+
+
+def test_host_network_puts_the_replicas_on_their_nodes_network_with_the_clusters_dns(
+    helm: Path, every_value: Path
+) -> None:
+    objects = template(helm, "--values", str(every_value))
+
+    spec = pod_spec(objects)
+    assert (spec["hostNetwork"], spec["dnsPolicy"]) == (True, "ClusterFirstWithHostNet")
+    assert not {"hostNetwork", "dnsPolicy"} & set(rotation_pod(objects)["spec"])
+
+
+def test_an_update_strategy_replaces_the_deployments_whole(helm: Path, every_value: Path) -> None:
+    given = one(template(helm, "--values", str(every_value)), "Deployment")["spec"]
+    recreate = one(template(helm, *sets("updateStrategy.type=Recreate")), "Deployment")["spec"]
+
+    assert given["strategy"] == EVERY_VALUE["updateStrategy"]
+    assert recreate["strategy"] == {"type": "Recreate"}
+
+
+def test_the_revision_history_limit_is_a_value(helm: Path, every_value: Path) -> None:
+    deployment = one(template(helm, "--values", str(every_value)), "Deployment")
+
+    assert deployment["spec"]["revisionHistoryLimit"] == 10
+
+
+@pytest.mark.parametrize(("given", "expected"), [("1", 1), ("34%", "34%")])
+def test_max_unavailable_replaces_min_available_in_the_budget(
+    helm: Path, given: str, expected: int | str
+) -> None:
+    settings = sets("podDisruptionBudget.minAvailable=null")
+    budget = ("--set-string", f"podDisruptionBudget.maxUnavailable={given}")
+    if isinstance(expected, int):
+        budget = ("--set", f"podDisruptionBudget.maxUnavailable={given}")
+
+    spec = one(template(helm, *settings, *budget), "PodDisruptionBudget")["spec"]
+
+    assert spec["maxUnavailable"] == expected
+    assert "minAvailable" not in spec
+
+
+def test_a_budget_of_both_min_available_and_max_unavailable_is_refused(helm: Path) -> None:
+    stderr = refused(helm, *sets("podDisruptionBudget.maxUnavailable=1"))
+
+    assert (
+        "podDisruptionBudget: minAvailable (1) and maxUnavailable (1) are both set, and a "
+        "PodDisruptionBudget allows only one: set minAvailable to null to use maxUnavailable"
+    ) in stderr
+
+
+def test_a_budget_of_neither_min_available_nor_max_unavailable_is_refused(helm: Path) -> None:
+    stderr = refused(helm, *sets("podDisruptionBudget.minAvailable=null"))
+
+    assert "podDisruptionBudget: neither minAvailable nor maxUnavailable is set" in stderr
+
+
+READINESS = {
+    "httpGet": {"path": "/readyz", "port": "https", "scheme": "HTTPS"},
+    "periodSeconds": 5,
+    "timeoutSeconds": 2,
+    "failureThreshold": 2,
+}
+LIVENESS = {
+    "httpGet": {"path": "/healthz", "port": "https", "scheme": "HTTPS"},
+    "initialDelaySeconds": 5,
+    "periodSeconds": 10,
+    "timeoutSeconds": 2,
+    "failureThreshold": 3,
+}
+"""The chart's probes, the base's."""
+
+
+def test_by_default_the_probes_are_the_charts(helm: Path) -> None:
+    container = the_container(template(helm))
+
+    assert (container["readinessProbe"], container["livenessProbe"]) == (READINESS, LIVENESS)
+
+
+def test_probe_values_are_merged_key_by_key_over_the_charts_probes(
+    helm: Path, every_value: Path
+) -> None:
+    container = the_container(template(helm, "--values", str(every_value)))
+
+    assert container["readinessProbe"] == {**READINESS, **EVERY_VALUE["readinessProbe"]}
+    assert container["livenessProbe"] == {**LIVENESS, **EVERY_VALUE["livenessProbe"]}
+
+
+def test_a_probe_key_set_to_null_is_dropped(helm: Path, tmp_path: Path) -> None:
+    values = tmp_path / "probes.yaml"
+    values.write_text(
+        yaml.safe_dump(
+            {
+                "readinessProbe": {"httpGet": None, "tcpSocket": {"port": "https"}},
+                "livenessProbe": {"initialDelaySeconds": None, "httpGet": {"scheme": None}},
+            }
+        )
+    )
+
+    container = the_container(template(helm, "--values", str(values)))
+
+    readiness = {k: v for k, v in READINESS.items() if k != "httpGet"}
+    assert container["readinessProbe"] == {**readiness, "tcpSocket": {"port": "https"}}
+    assert container["livenessProbe"] == {
+        **{k: v for k, v in LIVENESS.items() if k != "initialDelaySeconds"},
+        "httpGet": {"path": "/healthz", "port": "https"},
+    }
+
+
+def test_the_termination_grace_period_is_a_value(helm: Path, every_value: Path) -> None:
+    spec = pod_spec(template(helm, "--values", str(every_value)))
+
+    assert spec["terminationGracePeriodSeconds"] == 45
+
+
+@pytest.mark.parametrize("seconds", [5, 1])
+def test_a_grace_period_not_longer_than_the_pre_stop_sleep_is_refused_saying_why(
+    helm: Path, seconds: int
+) -> None:
+    sleep = the_container(template(helm))["lifecycle"]["preStop"]["sleep"]["seconds"]
+
+    stderr = refused(helm, *sets(f"terminationGracePeriodSeconds={seconds}"))
+
+    assert (
+        f"terminationGracePeriodSeconds must be more than the {sleep} seconds of the preStop "
+        f"sleep, not {seconds}: a stopping replica keeps serving that long while its "
+        "endpoint's removal reaches kube-apiserver"
+    ) in stderr
+
+
+# -- objects of the team's own ---------------------------------------------------------------
+
+
+def test_extra_objects_are_rendered_with_the_release_a_string_through_tpl(
+    helm: Path, every_value: Path
+) -> None:
+    objects = template(helm, "--namespace", RELEASE_NAMESPACE, "--values", str(every_value))
+
+    egress = one(objects, "NetworkPolicy", "gpu-admission-egress")
+    assert egress["metadata"]["namespace"] == RELEASE_NAMESPACE
+    assert egress["metadata"]["labels"] == one(objects, "NetworkPolicy")["metadata"]["labels"]
+    assert egress["spec"]["podSelector"] == {"matchLabels": SELECTOR}
+    assert one(objects, "RoleBinding", "gpu-admission-oncall") == ONCALL_BINDING

@@ -12,10 +12,28 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- end -}}
 
-{{/* Every object's labels: the base's, then Helm's. */}}
-{{- define "gpu-admission.labels" -}}
+{{/*
+commonLabels, as YAML (empty when there are none), refusing a label the chart sets itself:
+the base's (app.kubernetes.io/name, /component) and Helm's.
+*/}}
+{{- define "gpu-admission.commonLabels" -}}
+{{- $own := concat (list "app.kubernetes.io/name" "app.kubernetes.io/component") (include "gpu-admission.helmLabels" . | fromYaml | keys | sortAlpha) -}}
+{{- $why := "is a label the chart sets itself: it cannot be a commonLabel" -}}
+{{- include "gpu-admission.extraMetadata" (list "commonLabels" .Values.commonLabels $own $why) -}}
+{{- end -}}
+
+{{/* The chart's own labels of every object: the base's, then Helm's. */}}
+{{- define "gpu-admission.chartLabels" -}}
 app.kubernetes.io/name: gpu-admission
 {{ include "gpu-admission.helmLabels" . }}
+{{- end -}}
+
+{{/* Every object's labels: the chart's, then commonLabels. */}}
+{{- define "gpu-admission.labels" -}}
+{{ include "gpu-admission.chartLabels" . }}
+{{- with include "gpu-admission.commonLabels" . }}
+{{ . }}
+{{- end -}}
 {{- end -}}
 
 {{/* The same, for an object of one component (webhook, metrics, cert-rotation). */}}
@@ -24,6 +42,9 @@ app.kubernetes.io/name: gpu-admission
 app.kubernetes.io/name: gpu-admission
 app.kubernetes.io/component: {{ index . 1 }}
 {{ include "gpu-admission.helmLabels" $root }}
+{{- with include "gpu-admission.commonLabels" $root }}
+{{ . }}
+{{- end -}}
 {{- end -}}
 
 {{/* The replicas: what the Deployment, Services, PDB and NetworkPolicy select. */}}
@@ -32,11 +53,17 @@ app.kubernetes.io/name: gpu-admission
 app.kubernetes.io/component: webhook
 {{- end -}}
 
+{{/* The image of the replicas, the rotation job and `helm test`'s pod:
+[REGISTRY/]REPOSITORY, then @DIGEST or :TAG. */}}
 {{- define "gpu-admission.image" -}}
+{{- $repository := .Values.image.repository -}}
+{{- with .Values.image.registry -}}
+{{- $repository = printf "%s/%s" (trimSuffix "/" .) $repository -}}
+{{- end -}}
 {{- if .Values.image.digest -}}
-{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{ $repository }}@{{ .Values.image.digest }}
 {{- else -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{ $repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 {{- end -}}
 
@@ -230,15 +257,49 @@ key the chart sets itself: (list "VALUE" (the value) (the chart's keys) "WHY").
 {{- include "gpu-admission.extraMetadata" (list "podAnnotations" .Values.podAnnotations (list "checksum/policy") $why) -}}
 {{- end -}}
 
-{{/* An object's labels and more from a value (monitoring.*.labels): (list . "VALUE" (the value)). */}}
+{{/*
+An object's labels and more from a value (monitoring.*.labels): (list . "VALUE" (the value)).
+The value's label wins over a commonLabel of the same key; the chart's own cannot be overridden.
+*/}}
 {{- define "gpu-admission.labelsWith" -}}
 {{- $root := index . 0 -}}
-{{- $labels := include "gpu-admission.labels" $root -}}
+{{- $labels := include "gpu-admission.chartLabels" $root -}}
 {{- $why := "is a label the chart sets on every object: it cannot be overridden" -}}
+{{- $extra := include "gpu-admission.extraMetadata" (list (index . 1) (index . 2) ($labels | fromYaml | keys) $why) -}}
+{{- $common := dict -}}
+{{- range $key, $value := include "gpu-admission.commonLabels" $root | fromYaml -}}
+{{- if not (hasKey (index $ 2 | default dict) $key) -}}
+{{- $_ := set $common $key $value -}}
+{{- end -}}
+{{- end -}}
 {{- $labels -}}
-{{- with include "gpu-admission.extraMetadata" (list (index . 1) (index . 2) ($labels | fromYaml | keys) $why) }}
+{{- with $common }}
+{{ toYaml . }}
+{{- end -}}
+{{- with $extra }}
 {{ . }}
 {{- end -}}
+{{- end -}}
+
+{{/*
+A dict of the chart's with a value merged over it key by key, as Helm merges a value into
+its default (podSecurityContext): a map into a map, a key set to null dropped, anything else
+replaced. As JSON: (list (the chart's dict) (the value)).
+*/}}
+{{- define "gpu-admission.merged" -}}
+{{- $merged := deepCopy (index . 0) -}}
+{{- range $key, $value := index . 1 | default dict -}}
+{{- if kindIs "invalid" $value -}}
+{{- $_ := unset $merged $key -}}
+{{- else if kindIs "map" $value -}}
+{{- $base := index $merged $key -}}
+{{- $base = ternary $base dict (kindIs "map" $base) -}}
+{{- $_ := set $merged $key (include "gpu-admission.merged" (list $base $value) | fromJson) -}}
+{{- else -}}
+{{- $_ := set $merged $key $value -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $merged -}}
 {{- end -}}
 
 {{/*
