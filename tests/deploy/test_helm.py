@@ -25,7 +25,12 @@ import yaml
 from cryptography import x509
 from cryptography.x509.verification import PolicyBuilder, Store
 
-from tests.e2e.build_controlplane import GoToolchainMissing, bin_dir, ensure_binaries
+from tests.e2e.build_controlplane import (
+    GoToolchainMissing,
+    bin_dir,
+    ensure_binaries,
+    pinned_kubernetes_version,
+)
 from webhook.engine.handlers import HANDLERS
 from webhook.install.chart import CHART, short_name
 from webhook.install.configurations import Endpoint, render_webhook_configurations
@@ -75,9 +80,12 @@ def kubectl() -> Path:
 
 
 def run(command: list[str | Path], check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [str(c) for c in command], capture_output=True, text=True, timeout=120, check=False
-    )
+    """Run a command; `helm template` and `helm lint` render for the release the tests run
+    on (without a cluster, Helm 3 assumes v1.20, which the chart's kubeVersion refuses)."""
+    words = [str(c) for c in command]
+    if len(words) > 1 and Path(words[0]).name == "helm" and words[1] in ("template", "lint"):
+        words += ["--kube-version", pinned_kubernetes_version()]
+    result = subprocess.run(words, capture_output=True, text=True, timeout=120, check=False)
     if check and result.returncode != 0:
         raise AssertionError(f"{' '.join(map(str, command))} failed:\n{result.stderr}")
     return result

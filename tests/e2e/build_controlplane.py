@@ -31,6 +31,8 @@ from typing import NamedTuple
 
 MODULE_DIR = Path(__file__).resolve().parent / "controlplane"
 HELM_MODULE_DIR = Path(__file__).resolve().parent / "helm"
+OLDER_MODULE_DIR = Path(__file__).resolve().parent / "controlplane-1.34"
+HELM3_MODULE_DIR = Path(__file__).resolve().parent / "helm3"
 KUEUE_MODULE_DIR = Path(__file__).resolve().parent / "kueue"
 PROMTOOL_MODULE_DIR = Path(__file__).resolve().parent / "promtool"
 NODE_MODULE_DIR = Path(__file__).resolve().parent / "node"
@@ -44,6 +46,7 @@ MATCHING_MODULE_DIR = Path(__file__).resolve().parents[1] / "differential" / "ma
 TOOLKIT_MODULE_DIR = Path(__file__).resolve().parents[1] / "differential" / "toolkit"
 ORACLE_SOURCES = ("go.mod", "go.sum", "main.go")
 HELM_MODULE = "helm.sh/helm/v4"
+HELM3_MODULE = "helm.sh/helm/v3"
 KUEUE_MODULE = "sigs.k8s.io/kueue"
 PROMETHEUS_MODULE = "github.com/prometheus/prometheus"
 
@@ -124,6 +127,56 @@ BINARIES: tuple[Binary, ...] = (
 )
 
 
+# The older release the suite's core also runs on (``GPU_ADMISSION_KUBERNETES=v1.34``,
+# `make e2e-older`): its control plane and kubectl, etcd as that release requires it, and
+# Helm 3, as a team that keeps an older cluster keeps its Helm. Nothing of the real node,
+# Kueue or promtool: the tests that need them run on the pinned release only.
+OLDER_BINARIES: tuple[Binary, ...] = (
+    Binary("etcd", "go.etcd.io/etcd/server/v3", 0.3, OLDER_MODULE_DIR),
+    Binary("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver", 2, OLDER_MODULE_DIR),
+    Binary(
+        "kube-controller-manager",
+        "k8s.io/kubernetes/cmd/kube-controller-manager",
+        1,
+        OLDER_MODULE_DIR,
+    ),
+    Binary("kube-scheduler", "k8s.io/kubernetes/cmd/kube-scheduler", 0.2, OLDER_MODULE_DIR),
+    Binary("kubectl", "k8s.io/kubernetes/cmd/kubectl", 0.5, OLDER_MODULE_DIR),
+    Binary("helm", f"{HELM3_MODULE}/cmd/helm", 2, HELM3_MODULE_DIR, HELM3_MODULE),
+)
+
+RELEASE_VARIABLE = "GPU_ADMISSION_KUBERNETES"
+"""Which release the end-to-end tests run on: unset (or the pinned minor, v1.36) for the
+one of tests/e2e/controlplane, ``v1.34`` for the older one."""
+
+
+class Release(NamedTuple):
+    """A Kubernetes release the tests can run on: its wrapper module and its binaries."""
+
+    module_dir: Path
+    binaries: tuple[Binary, ...]
+    helm_module: str
+    helm_module_dir: Path
+
+
+PINNED = Release(MODULE_DIR, BINARIES, HELM_MODULE, HELM_MODULE_DIR)
+OLDER = Release(OLDER_MODULE_DIR, OLDER_BINARIES, HELM3_MODULE, HELM3_MODULE_DIR)
+
+
+def active_release() -> Release:
+    """The release ``GPU_ADMISSION_KUBERNETES`` names (its minor, ``v1.34``, or a full
+    version of it); the pinned one when unset. Another value is refused by name."""
+    wanted = os.environ.get(RELEASE_VARIABLE, "").strip()
+    if not wanted:
+        return PINNED
+    for release in (PINNED, OLDER):
+        version = required_version("k8s.io/kubernetes", release.module_dir)
+        if version == wanted or version.startswith(wanted.rstrip(".") + "."):
+            return release
+    known = ", ".join(required_version("k8s.io/kubernetes", r.module_dir) for r in (PINNED, OLDER))
+    raise BuildFailed(f"{RELEASE_VARIABLE}={wanted}: no such release here (known: {known})")
+
+
 # Not control-plane binaries: each is built on its own (ensure_oracle), from its own module.
 ORACLE = Binary("placement-oracle", "gpu-admission/tests/differential/oracle", 1, ORACLE_MODULE_DIR)
 MATCHING_ORACLE = Binary(
@@ -150,14 +203,16 @@ def required_version(module: str, module_dir: Path) -> str:
     return match.group(1)
 
 
-def pinned_kubernetes_version(module_dir: Path = MODULE_DIR) -> str:
-    """The ``k8s.io/kubernetes`` version the wrapper go.mod requires, e.g. ``v1.36.3``."""
-    return required_version("k8s.io/kubernetes", module_dir)
+def pinned_kubernetes_version(module_dir: Path | None = None) -> str:
+    """The ``k8s.io/kubernetes`` version the wrapper go.mod requires, e.g. ``v1.36.3``
+    (that of the active release when no module is named)."""
+    return required_version("k8s.io/kubernetes", module_dir or active_release().module_dir)
 
 
-def pinned_helm_version(module_dir: Path = HELM_MODULE_DIR) -> str:
-    """The Helm version the helm wrapper go.mod requires, e.g. ``v4.3.2``."""
-    return required_version(HELM_MODULE, module_dir)
+def pinned_helm_version() -> str:
+    """The Helm version the active release's helm wrapper go.mod requires, e.g. ``v4.3.2``."""
+    release = active_release()
+    return required_version(release.helm_module, release.helm_module_dir)
 
 
 def cache_root() -> Path:
@@ -197,10 +252,10 @@ def version_ldflags(version: str, build_date: str) -> list[str]:
     ]
 
 
-def helm_ldflags(version: str) -> list[str]:
+def helm_ldflags(version: str, module: str = HELM_MODULE) -> list[str]:
     """``-X`` flags that make ``helm version`` report the release (as Helm's
     Makefile does for a tagged build) instead of a bare ``v4.3`` "unreleased"."""
-    package = f"{HELM_MODULE}/internal/version"
+    package = f"{module}/internal/version"
     return [f"-X {package}.version={version}", f"-X {package}.metadata="]
 
 
@@ -360,9 +415,10 @@ def _build_one(
 
 def ensure_binaries() -> Path:
     """Build whatever binary is missing and return the directory holding all of them."""
-    version = pinned_kubernetes_version()
+    release = active_release()
+    version = pinned_kubernetes_version(release.module_dir)
     directory = bin_dir(version)
-    if all(_is_built(b, directory) for b in BINARIES):
+    if all(_is_built(b, directory) for b in release.binaries):
         return directory
     go = _go_command()
     directory.mkdir(parents=True, exist_ok=True)
@@ -370,7 +426,7 @@ def ensure_binaries() -> Path:
     kubernetes_ldflags = version_ldflags(version, build_date)
     started = time.monotonic()
     with _exclusive(directory.parent / "build.lock"):
-        missing = [b for b in BINARIES if not _is_built(b, directory)]
+        missing = [b for b in release.binaries if not _is_built(b, directory)]
         if not missing:
             return directory  # built while this waited for the lock
         expected = sum(b.expected_minutes for b in missing)
@@ -384,8 +440,8 @@ def ensure_binaries() -> Path:
                 _build_one(go, binary, target, kubernetes_ldflags, progress)
                 continue
             pinned = required_version(binary.pinned_module, binary.module_dir)
-            if binary.pinned_module == HELM_MODULE:
-                ldflags = helm_ldflags(pinned)
+            if binary.pinned_module in (HELM_MODULE, HELM3_MODULE):
+                ldflags = helm_ldflags(pinned, binary.pinned_module)
             elif binary.pinned_module == PROMETHEUS_MODULE:
                 ldflags = prometheus_ldflags(pinned, build_date)
             else:

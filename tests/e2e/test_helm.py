@@ -39,7 +39,7 @@ from webhook.policy import load_default_policy
 from . import prometheus_operator
 from .admission_fixtures import REPO, example
 from .admission_fixtures import class_pod as gpu_class_pod
-from .build_controlplane import GoToolchainMissing, pinned_helm_version
+from .build_controlplane import GoToolchainMissing, pinned_helm_version, pinned_kubernetes_version
 from .conftest import E2E_MODE
 from .controlplane import ControlPlane
 from .helm_cli import run_helm
@@ -50,6 +50,12 @@ NAMESPACE = "gpu-admission"
 RELEASE = "gpu-admission"
 CONFIGURATIONS = ("mutatingwebhookconfiguration", "validatingwebhookconfiguration")
 PRIORITY_CLASSES = ("inference-priority", "training-priority")
+KUBE_VERSION = ("--kube-version", pinned_kubernetes_version())
+"""`helm template` renders for this release: without a cluster Helm 3 assumes v1.20, below
+the chart's kubeVersion (>=1.30), and refuses; Helm 4 assumes a recent one."""
+FORCE_CONFLICTS = ("--force-conflicts",) if pinned_helm_version().startswith("v4.") else ()
+"""Helm 4 applies server-side and must be told to take over fields another manager (an
+earlier `gpu-admission install`) owns; Helm 3 patches client-side and has no such flag."""
 
 
 def webhook_keys() -> list[str]:
@@ -138,9 +144,10 @@ def release(
         controlplane.delete(kind, ["gpu-admission-tenant-pod-writes"])
     try:
         # The classes' fields belong to the field manager of `gpu-admission install` when an
-        # earlier test installed with it: taking them over is what --force-conflicts says.
+        # earlier test installed with it: taking them over is what --force-conflicts says
+        # (to Helm 4; Helm 3 does not apply server-side).
         released.helm(
-            "install", RELEASE, str(CHART), "--force-conflicts",
+            "install", RELEASE, str(CHART), *FORCE_CONFLICTS,
             *[a for v in values for a in ("--set", v)],
         )  # fmt: skip
         serving = released.secret("gpu-admission-tls")
@@ -186,7 +193,7 @@ def test_every_value_a_platform_team_sets_renders_objects_kube_apiserver_accepts
     namespace = "platform-admission"
     rendered = run_helm(
         controlplane_bin_dir / "helm", controlplane.kubeconfig, tmp_path / "home", namespace,
-        "template", RELEASE, str(CHART), "--values", str(values),
+        "template", RELEASE, str(CHART), "--values", str(values), *KUBE_VERSION,
     ).stdout  # fmt: skip
     objects = [
         o for o in yaml.safe_load_all(rendered)
@@ -220,6 +227,7 @@ def test_the_prometheus_operator_objects_of_every_value_are_accepted_by_its_own_
     rendered = run_helm(
         controlplane_bin_dir / "helm", controlplane.kubeconfig, tmp_path / "home",
         "platform-admission", "template", RELEASE, str(CHART), "--values", str(values),
+        *KUBE_VERSION,
     ).stdout  # fmt: skip
     objects = [
         o for o in yaml.safe_load_all(rendered)
