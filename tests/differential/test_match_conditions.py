@@ -13,6 +13,8 @@ kube-apiserver's dispatcher does. For every request and every webhook:
   objectSelector matched) never fail to evaluate (an error would refuse the request
   under ``failurePolicy: Fail``), and their Python twins (``webhook.engine.handlers.
   twins``) say what their CEL says;
+- what `check` sends to each side (``Routes.sent``: a webhook of it is called and its
+  judge reads the request) is what kube-apiserver calls, so offline verdicts are live ones;
 - what they keep from the service is what its judge, asked directly, admits unchanged:
   no patch, no warning, no violation in any mode, but for the two narrowings made on
   purpose (``_kept_by_design``). A condition that hid a request its judge has an
@@ -53,6 +55,8 @@ POLICIES = Path(__file__).resolve().parents[2] / "policies"
 SHIPPED = {
     "default": load_default_policy(),
     "overflow": load_policy_file(POLICIES / "overflow.yaml"),
+    # a team's own: other labels, classes and keys, and a pool without a taint
+    "team": load_policy_file(POLICIES / "examples" / "acme.yaml"),
 }
 ENDPOINT = Endpoint(base64.b64encode(b"not a certificate").decode(), url="https://gpu-admission")
 
@@ -87,6 +91,26 @@ def disagreements(
                 found.append(f"{handler.name}: called, but judged by {route[0].name}")
         if not seen.called and not _kept_by_design(policy, handler, request):
             found += _hidden_opinion(engine, handler, request, seen.failed)
+    return found + _offline_disagrees(engine, request, matched)
+
+
+def _offline_disagrees(
+    engine: Engine, request: AdmissionRequest, matched: dict[str, Matched]
+) -> list[str]:
+    """`check` and `explain` judge a request only by the webhooks of each side that
+    kube-apiserver calls for it (``Routes.sent``): the same ones, whose judges read it."""
+    found = []
+    for mutating in (True, False):
+        called = any(
+            matched[h.webhook_name].called and request_key(request) in engine.routes.own[h.name]
+            for h in engine.handlers.installed()
+            if h.mutating == mutating
+        )
+        if engine.routes.sent(request, mutating=mutating) != called:
+            side = "mutating" if mutating else "validating"
+            found.append(
+                f"offline: sent to a {side} webhook {not called}, kube-apiserver: {called}"
+            )
     return found
 
 

@@ -194,8 +194,8 @@ def test_a_cold_build_says_which_binary_of_how_many_and_how_long_is_left() -> No
 
     assert first.starting(missing[0]) == (
         "[1/2] building kube-apiserver (k8s.io/kubernetes/cmd/kube-apiserver): "
-        "about 9 min cold on two cores, about 12 min left in all"
+        "about 2 min cold on two cores, about 3 min left in all"
     )
     assert second.still(missing[1], 90) == (
-        "[2/2] still building kube-controller-manager: 2 min of about 3 min"
+        "[2/2] still building kube-controller-manager: 2 min of about 1 min"
     )

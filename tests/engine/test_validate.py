@@ -504,3 +504,36 @@ class TestScope:
             403,
             "gpu-admission denied pod 'ml/trainer-0'",
         )
+
+
+@pytest.fixture(scope="module")
+def open_inference() -> Engine:
+    """The default policy with its inference pool declared untainted (`taints: []`)."""
+    text = default_policy_text().replace(
+        "    gpusPerNode: 8\n    # taints default",
+        "    gpusPerNode: 8\n    taints: []\n    # taints default",
+        1,
+    )
+    return Engine(load_policy_text(text, "open-inference.yaml"))
+
+
+class TestUntaintedPools:
+    """A pool the policy declares without taints is open to every pod."""
+
+    def test_a_cpu_pod_that_only_the_open_pool_could_take_is_admitted(
+        self, open_inference: Engine
+    ) -> None:
+        assert validated(open_inference, pod()).allowed
+
+    def test_a_cpu_pod_tolerating_the_tainted_pool_is_refused_for_it_alone(
+        self, open_inference: Engine
+    ) -> None:
+        obj = pod(tolerations=[{"key": "gpu-pool", "operator": "Exists"}])
+
+        decision = validated(open_inference, obj)
+
+        assert rules(decision) == ["non-gpu-placement"]
+        assert "GPU pool training" in decision.message
+        assert (
+            "inference" not in decision.message.split("could be scheduled on", 1)[1].split("(")[0]
+        )

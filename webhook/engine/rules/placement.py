@@ -2,7 +2,9 @@
 
 A workload pod is refused when a GPU node outside its class's pools is possibly
 reachable, or when every node of its own pools is certainly unreachable. A pod
-with no GPU is refused when any GPU node is possibly reachable. A GPU node is any
+with no GPU is refused when any GPU node is possibly reachable, but for the nodes of a
+pool the policy declares untainted (open to every pod by its operator's choice). A GPU
+node is any
 the cluster can hold (``Policy.node_kinds``): of the policy's pools and models, of
 their pools with a model label they do not list or none, of a pool the policy does
 not name and, with the live inventory, each GPU node it holds that none of those
@@ -100,7 +102,15 @@ def check_model(context: RuleContext) -> list[Violation]:
 
 def non_gpu_placement_violations(context: RuleContext) -> list[Violation]:
     policy = context.policy
-    kinds = (*context.placement.candidates(context.pod), *context.now.gpu_node_kinds)
+    # A pool the policy declares untainted (`taints: []`) is open to every pod by its
+    # operator's choice, and the webhooks' gpu-relevant-pod condition never sends a pod
+    # that only such a pool could take. A GPU node the inventory saw without the taints
+    # its pool should have is another matter: it is still counted.
+    kinds = [
+        kind
+        for kind in (*context.placement.candidates(context.pod), *context.now.gpu_node_kinds)
+        if not _open_by_policy(policy, kind)
+    ]
     reached = [r.kind for r in reach_of(policy, context.pod, kinds) if r.possibly]
     if not reached:
         return []
@@ -119,6 +129,12 @@ def non_gpu_placement_violations(context: RuleContext) -> list[Violation]:
             f"{policy.pool_label} DoesNotExist, or drop the toleration",
         )
     ]
+
+
+def _open_by_policy(policy: Policy, kind: NodeKind) -> bool:
+    """Whether `kind` is a node of a pool the policy declares without taints."""
+    pool = policy.pools.get(kind.pool) if kind.shape != SEEN and kind.pool else None
+    return pool is not None and not pool.taints
 
 
 def _places(kinds: list[NodeKind]) -> list[tuple[str, list[NodeKind]]]:
