@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test lint unit schema e2e bench bench-apiserver bench-service attack soak fuzz demo clean
+.PHONY: serve test e2e-older lint unit schema e2e bench bench-apiserver bench-service attack soak fuzz demo clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,16 @@ test: lint  ## the whole suite: lint, unit, HTTP, TLS and end-to-end tests
 	$(BIN)/python -m tests.e2e.build_controlplane --before-tests
 	$(BIN)/python -m tests.e2e.image --before-tests
 	$(BIN)/pytest
+
+# The older release the suite also runs on, and the tests that need only a control plane,
+# kubectl and helm (the real node, Kueue and promtool are built for the pinned release only).
+OLDER_KUBERNETES := v1.34
+OLDER_IGNORED := test_chart_on_node test_runtime_isolation test_kueue test_kueue_manager
+
+e2e-older: $(STAMP)  ## the end-to-end suite and the chart's tests on Kubernetes v1.34 with Helm 3, each built once into the cache (CI runs it after make test)
+	GPU_ADMISSION_KUBERNETES=$(OLDER_KUBERNETES) $(BIN)/python -m tests.e2e.build_controlplane --before-tests
+	GPU_ADMISSION_KUBERNETES=$(OLDER_KUBERNETES) $(BIN)/pytest tests/e2e tests/deploy/test_helm.py \
+	  tests/deploy/test_helm_values.py tests/install $(foreach t,$(OLDER_IGNORED),--ignore=tests/e2e/$(t).py)
 
 unit: $(STAMP)
 	$(BIN)/pytest --ignore=tests/e2e

@@ -9,7 +9,16 @@ from collections.abc import Iterator
 import pytest
 
 from . import dra
-from .build_controlplane import BINARIES, pinned_kubernetes_version, plan_progress
+from .build_controlplane import (
+    BINARIES,
+    RELEASE_VARIABLE,
+    BuildFailed,
+    active_release,
+    bin_dir,
+    pinned_helm_version,
+    pinned_kubernetes_version,
+    plan_progress,
+)
 from .controlplane import ControlPlane
 from .nodes import NodeSpec, nodes_in_pool
 
@@ -199,3 +208,37 @@ def test_a_cold_build_says_which_binary_of_how_many_and_how_long_is_left() -> No
     assert second.still(missing[1], 90) == (
         "[2/2] still building kube-controller-manager: 2 min of about 1 min"
     )
+
+
+@pytest.mark.parametrize(
+    ("asked", "version"),
+    [("", "v1.36.3"), ("v1.36", "v1.36.3"), ("v1.34", "v1.34.4"), ("v1.34.4", "v1.34.4")],
+)
+def test_the_release_is_chosen_by_its_minor_or_its_version(
+    monkeypatch: pytest.MonkeyPatch, asked: str, version: str
+) -> None:
+    monkeypatch.setenv(RELEASE_VARIABLE, asked)
+
+    assert pinned_kubernetes_version() == version
+    assert bin_dir().parent.name == f"k8s-{version}"
+
+
+def test_a_release_that_is_not_here_is_refused_naming_those_that_are(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(RELEASE_VARIABLE, "v1.33")
+
+    with pytest.raises(
+        BuildFailed, match=r"v1\.33: no such release here \(known: v1\.36\.3, v1\.34\.4\)"
+    ):
+        active_release()
+
+
+def test_the_older_release_runs_helm_3_and_the_pinned_one_helm_4(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(RELEASE_VARIABLE, "v1.34")
+    older = pinned_helm_version()
+    monkeypatch.delenv(RELEASE_VARIABLE)
+
+    assert older.startswith("v3.") and pinned_helm_version().startswith("v4.")
