@@ -24,6 +24,7 @@ from pathlib import Path
 import yaml
 
 from webhook.engine.mutate import INJECTED_ANNOTATION as INJECTED
+from webhook.install.configurations import TIMEOUT_SECONDS
 from webhook.install.priority_classes import priority_class_objects
 from webhook.policy import Policy, load_default_policy, load_policy_file
 
@@ -60,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         _step(f"gpu-admission serving {served}, with the live inventory of this cluster")
         server.start(options.policy, kubeconfig=plane.kubeconfig)
         try:
-            server.register(plane.kubeconfig)
+            # The shipped configurations' timeout, as docs/webhooks.md says.
+            server.register(plane.kubeconfig, timeout_seconds=TIMEOUT_SECONDS)
             key, value = policy.namespace_opt_in
             plane.create_namespace(options.namespace, {key: value})
             if examples != EXAMPLES:

@@ -152,13 +152,15 @@ class WebhookServer:
     def log(self) -> str:
         return self._component.log_tail(200) if self._component else ""
 
-    def register(self, kubeconfig: Path) -> None:
-        """Create or replace the webhook configurations pointing at this process."""
+    def register(self, kubeconfig: Path, timeout_seconds: int = WEBHOOK_TIMEOUT_SECONDS) -> None:
+        """Create or replace the webhook configurations pointing at this process, each
+        webhook with `timeout_seconds` (the tests' generous default; the demo's are the
+        shipped configurations' 3 s)."""
         policy = load_policy_file(self.policy_path) if self.policy_path else load_default_policy()
         mutating, validating = render_webhook_configurations(
             policy,
             Endpoint(ca_bundle=self.ca_bundle, url=self.url),
-            timeout_seconds=WEBHOOK_TIMEOUT_SECONDS,
+            timeout_seconds=timeout_seconds,
         )
         api = api_client(kubeconfig)
         try:

@@ -148,6 +148,11 @@ class Endpoint:
         return config
 
 
+TIMEOUT_SECONDS = 3
+"""Each webhook's timeoutSeconds as shipped: well inside the 10 s kube-apiserver allows a
+request, so that a stalled replica fails one review, not the client's request."""
+
+
 def namespace_selector(policy: Policy, own_namespace: str | None) -> dict[str, Any]:
     key, value = policy.namespace_opt_in
     exempt = [*ALWAYS_EXEMPT_NAMESPACES, *([own_namespace] if own_namespace else [])]
@@ -176,7 +181,7 @@ def webhook_of(
     policy: Policy,
     endpoint: Endpoint,
     own_namespace: str | None = None,
-    timeout_seconds: int = 3,
+    timeout_seconds: int = TIMEOUT_SECONDS,
 ) -> dict[str, Any]:
     """The entry of one handler in its configuration's ``webhooks``, reached at its path."""
     hook: dict[str, Any] = {
@@ -208,7 +213,7 @@ def render_webhook_configurations(
     *,
     name: str = WEBHOOK_CONFIGURATION,
     own_namespace: str | None = None,
-    timeout_seconds: int = 3,
+    timeout_seconds: int = TIMEOUT_SECONDS,
     handlers: HandlerRegistry = HANDLERS,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The (mutating, validating) configuration objects, one webhook per handler of
