@@ -22,7 +22,6 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -37,6 +36,7 @@ from .helm_cli import run_helm
 from .nodes import register_fleet
 from .policy_world import examples_for, fleet_for, pool_of_node
 from .test_deploy import CONFIGURATIONS, pointed_at
+from .test_install import wait_until_gone
 from .webhook_server import WebhookServer
 
 TEAM_POLICY = REPO / "policies" / "examples" / "acme.yaml"
@@ -62,13 +62,20 @@ class TeamCluster:
             if not o["metadata"]["name"].startswith("system-")
         }
 
-    def opted_in_selectors(self) -> list[dict[str, Any]]:
-        return [
+    def assert_installed_as_the_policy_says(self) -> None:
+        """The policy's PriorityClasses (and no other), and every opted-in webhook
+        selecting namespaces by its label."""
+        key, value = self.policy.namespace_opt_in
+        selectors = [
             hook["namespaceSelector"]["matchExpressions"][0]
             for kind in CONFIGURATIONS
             for hook in self.plane.get_json(kind, "gpu-admission")["webhooks"]
             if hook["name"] != "validate-policy.gpu-admission.io"
         ]
+        assert self.priority_classes() == expected_classes(self.policy)
+        assert selectors and all(
+            s == {"key": key, "operator": "In", "values": [value]} for s in selectors
+        )
 
 
 @pytest.fixture(scope="module")
@@ -147,16 +154,6 @@ def _bound(plane: ControlPlane, namespace: str, count: int) -> bool:
     return len(pods) >= count and all(p["spec"].get("nodeName") for p in pods)
 
 
-def wait_until_gone(plane: ControlPlane) -> None:
-    def gone() -> bool:
-        if not plane.exists("namespace", NAMESPACE):
-            return True
-        plane.finish_terminating_pods(NAMESPACE)
-        return False
-
-    plane.wait_for(gone, timeout=90, what="the gpu-admission namespace to be deleted")
-
-
 def test_install_creates_the_policys_classes_and_webhooks_of_its_label(team: TeamCluster) -> None:
     installed = team.cli(
         "install", "--policy", str(TEAM_POLICY), "--wait", "0",
@@ -164,12 +161,7 @@ def test_install_creates_the_policys_classes_and_webhooks_of_its_label(team: Tea
     )  # fmt: skip
     assert installed.returncode == 0, installed.stderr
     try:
-        assert team.priority_classes() == expected_classes(team.policy)
-        key, value = team.policy.namespace_opt_in
-        assert all(
-            s == {"key": key, "operator": "In", "values": [value]}
-            for s in team.opted_in_selectors()
-        )
+        team.assert_installed_as_the_policy_says()
         with pointed_at(team.plane, team.server):
             examples_hold(team, "team-install")
     finally:
@@ -200,11 +192,7 @@ def test_the_chart_with_its_helm_values_creates_the_policys_classes_and_webhooks
         key, value = team.policy.namespace_opt_in
         assert f"kubectl label namespace NAME {key}={value}" in installed.stdout
         assert "acme-inference (500000, PreemptLowerPriority)" in installed.stdout
-        assert team.priority_classes() == expected_classes(team.policy)
-        assert all(
-            s == {"key": key, "operator": "In", "values": [value]}
-            for s in team.opted_in_selectors()
-        )
+        team.assert_installed_as_the_policy_says()
         with pointed_at(team.plane, team.server):
             examples_hold(team, "team-helm")
     finally:
@@ -225,7 +213,7 @@ def test_the_overlay_manifests_overlay_writes_installs_the_policy_with_kubectl(
     assert written.returncode == 0, written.stderr
     team.plane.kubectl("apply", "-k", str(overlay))
     try:
-        assert team.priority_classes() == expected_classes(team.policy)
+        team.assert_installed_as_the_policy_says()
         assert not set(DEFAULT_CLASSES) & set(team.priority_classes())
         config_maps = team.plane.list_json("configmaps", NAMESPACE)
         [served] = [
