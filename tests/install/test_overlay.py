@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from webhook.install.overlay import flow_control_of
+from webhook.install.overlay import OVERLAY_FILES, flow_control_of, overlay_files
 from webhook.install.scope import SCOPE_ANNOTATION, scope_digest
 from webhook.policy import load_policy_file
 from webhook.policy.load import default_policy_text
@@ -166,3 +166,25 @@ def test_the_flow_control_folder_is_beside_the_base_even_for_a_remote_reference(
     base: str, flow_control: str
 ) -> None:
     assert flow_control_of(base) == flow_control
+
+
+def test_written_again_for_a_policy_of_the_bases_classes_it_leaves_no_stale_file(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / "overlay"
+    base = str(REPOSITORY / "deploy" / "base")
+    assert write_overlay(TEAM_POLICY, directory, "--base", base).returncode == 0
+    assert (directory / "priorityclasses.yaml").is_file()
+    default = tmp_path / "default.yaml"
+    default.write_text(default_policy_text(), "utf-8")
+
+    assert write_overlay(default, directory, "--base", base).returncode == 0
+
+    assert not (directory / "priorityclasses.yaml").exists()
+    assert {p.name for p in directory.iterdir()} <= OVERLAY_FILES
+
+
+def test_every_file_an_overlay_may_hold_is_one_it_owns() -> None:
+    files = overlay_files(load_policy_file(TEAM_POLICY), TEAM_POLICY.read_text("utf-8"), "../base")
+
+    assert set(files) == OVERLAY_FILES

@@ -18,7 +18,7 @@ from webhook.install.manifests import (
     sync,
     webhooks_yaml,
 )
-from webhook.install.overlay import overlay_files
+from webhook.install.overlay import OVERLAY_FILES, overlay_files
 from webhook.install.rule_lists import UnreadableRuleList
 from webhook.policy.compiled import Policy
 
@@ -168,6 +168,10 @@ def _overlay(args: argparse.Namespace) -> int:
         args.output_dir.mkdir(parents=True, exist_ok=True)
         for name, content in files.items():
             (args.output_dir / name).write_text(content, "utf-8")
+        # A file an earlier run wrote that this policy needs no more (its classes now
+        # all named as the base's): gone, not left beside a kustomization that omits it.
+        for name in OVERLAY_FILES - files.keys():
+            (args.output_dir / name).unlink(missing_ok=True)
     except (PolicyError, OSError) as error:
         print(f"gpu-admission: {error}", file=sys.stderr)
         return 2

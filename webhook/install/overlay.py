@@ -30,7 +30,7 @@ from webhook.install.names import APP_LABELS, POLICY_CONFIGMAP, WEBHOOK_CONFIGUR
 from webhook.install.priority_classes import priority_class_objects
 from webhook.policy import Policy, load_default_policy
 
-__all__ = ["OVERLAY_HEADER", "flow_control_of", "overlay_files"]
+__all__ = ["OVERLAY_FILES", "OVERLAY_HEADER", "flow_control_of", "overlay_files"]
 
 OVERLAY_HEADER = """\
 # Written by `gpu-admission manifests overlay --policy {source}`: write it again after
@@ -40,6 +40,18 @@ OVERLAY_HEADER = """\
 """
 
 _WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+
+OVERLAY_FILES = frozenset(
+    {
+        "kustomization.yaml",
+        "policy.yaml",
+        "policy-scope.yaml",
+        "mutating-webhooks.yaml",
+        "validating-webhooks.yaml",
+        "priorityclasses.yaml",
+    }
+)
+"""Every file ``overlay_files`` may write: an overlay written again owns these."""
 
 
 def flow_control_of(base: str) -> str:
