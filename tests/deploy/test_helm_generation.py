@@ -59,7 +59,7 @@ def test_the_scope_values_decide_only_the_selectors_that_are_the_opt_in_scope(
 
     text = webhooks_template(load_default_policy(), "")
 
-    assert "kubernetes.io/metadata.name: {{ .Release.Namespace }}\n" in text
+    assert 'kubernetes.io/metadata.name: {{ include "gpu-admission.namespace" $ }}\n' in text
     assert RELEASE_NAMESPACE not in text
     opted_in = [h for h in HANDLERS if h.namespaces == OPTED_IN and not h.retired]
     assert text.count('include "gpu-admission.namespaceSelector"') == len(opted_in)

@@ -37,7 +37,7 @@ apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
 metadata:
   name: gpu-admission-egress
-  namespace: {{ .Release.Namespace }}
+  namespace: {{ include "gpu-admission.namespace" . }}
   labels:
     {{- include "gpu-admission.labels" . | nindent 4 }}
 spec:
@@ -65,6 +65,8 @@ ONCALL_BINDING = {
 }
 EVERY_VALUE: dict[str, Any] = {
     "global": {"imageRegistry": "registry.example"},  # an umbrella chart's: accepted
+    # where the release's own namespace is not the objects' (the tests install into it too)
+    "namespaceOverride": RELEASE_NAMESPACE,
     "image": {
         "registry": "registry.example.com",
         "repository": "platform/gpu-admission",
@@ -674,20 +676,34 @@ def serving_certificate_names(objects: Objects) -> list[str]:
 
 
 @pytest.mark.parametrize("mode", ["selfSigned", "certManager"])
+@pytest.mark.parametrize(
+    "placed",
+    [
+        pytest.param(
+            ["--namespace", RELEASE_NAMESPACE, "--set", "namespaceOverride="],
+            id="release-namespace",
+        ),
+        pytest.param(
+            ["--namespace", "umbrella", "--set", f"namespaceOverride={RELEASE_NAMESPACE}"],
+            id="namespace-override",
+        ),
+    ],
+)
 def test_a_release_in_another_namespace_never_names_gpu_admission_as_a_namespace(
-    helm: Path, every_value: Path, mode: str
+    helm: Path, every_value: Path, mode: str, placed: list[str]
 ) -> None:
+    """Installed into another namespace, or told another by namespaceOverride (then the
+    release's own namespace is named nowhere either)."""
     objects = template(
         helm,
-        "--namespace",
-        RELEASE_NAMESPACE,
+        *placed,
         "--values",
         str(every_value),
         *sets(f"certificates.mode={mode}", "audit.policyReportCRD.create=true"),
     )
 
     named = [n for obj in objects for n in namespaces_named(obj)]
-    assert "gpu-admission" not in named
+    assert "gpu-admission" not in named and "umbrella" not in named
     assert RELEASE_NAMESPACE in named
     assert set(named) <= {RELEASE_NAMESPACE, "kube-system", "kube-node-lease", "monitoring"}
     for obj in objects:
@@ -816,7 +832,7 @@ def test_webhook_annotations_go_on_both_configurations_beside_cert_managers(
         )
         annotations = one(cert_manager, kind)["metadata"]["annotations"]
         assert annotations["argocd.argoproj.io/sync-options"] == "ServerSideApply=true"
-        assert annotations["cert-manager.io/inject-ca-from"] == "gpu-admission/gpu-admission"
+        assert annotations["cert-manager.io/inject-ca-from"] == f"{RELEASE_NAMESPACE}/gpu-admission"
 
 
 def test_a_webhook_annotation_the_chart_sets_itself_is_refused(helm: Path) -> None:

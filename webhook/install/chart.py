@@ -73,7 +73,7 @@ _SCOPED_LINE = re.compile(rf"^( *){_SCOPED}: ([a-z0-9.-]+)$", re.MULTILINE)
 RELEASE_NAMESPACE = "release-namespace-of-the-chart"
 """What the configurations are rendered with as their own namespace: wherever it is left
 in literal text (a selector or CEL of a webhook that the scope values do not decide),
-the release's namespace is put in its place."""
+the chart's namespace (``namespaceOverride``, else the release's) is put in its place."""
 
 
 class _Template:
@@ -94,7 +94,7 @@ class _Template:
             # that read as a template action.
             raise ValueError("rendered webhook configurations hold '{{' or '}}'")
         filled = _PLACEHOLDER.sub(lambda m: self.expressions[int(m.group(1))], dumped)
-        return filled.replace(RELEASE_NAMESPACE, "{{ .Release.Namespace }}")
+        return filled.replace(RELEASE_NAMESPACE, '{{ include "gpu-admission.namespace" $ }}')
 
 
 def short_name(webhook: str) -> str:

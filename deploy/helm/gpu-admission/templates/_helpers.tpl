@@ -67,6 +67,12 @@ app.kubernetes.io/component: webhook
 {{- end -}}
 {{- end -}}
 
+{{/* The namespace of every namespaced object and of every reference to it:
+namespaceOverride (an umbrella chart's, say), else the release's. */}}
+{{- define "gpu-admission.namespace" -}}
+{{- .Values.namespaceOverride | default .Release.Namespace -}}
+{{- end -}}
+
 {{- define "gpu-admission.serviceAccountName" -}}
 {{ .Values.serviceAccount.name | default "gpu-admission" }}
 {{- end -}}
@@ -79,7 +85,7 @@ app.kubernetes.io/component: webhook
 
 {{/* The Service's DNS names, which the serving certificate must hold. */}}
 {{- define "gpu-admission.serviceNames" -}}
-{{- $ns := .Release.Namespace -}}
+{{- $ns := include "gpu-admission.namespace" . -}}
 {{- list "gpu-admission" (printf "gpu-admission.%s" $ns) (printf "gpu-admission.%s.svc" $ns) (printf "gpu-admission.%s.svc.cluster.local" $ns) | toJson -}}
 {{- end -}}
 
@@ -94,7 +100,7 @@ to read: it shows new certificates each time.
 */}}
 {{- define "gpu-admission.certificates" -}}
 {{- if not (hasKey .Values "__certificates") -}}
-{{- $ns := .Release.Namespace -}}
+{{- $ns := include "gpu-admission.namespace" . -}}
 {{- $caSecret := lookup "v1" "Secret" $ns "gpu-admission-tls-ca" -}}
 {{- $tlsSecret := lookup "v1" "Secret" $ns "gpu-admission-tls" -}}
 {{- $certs := dict -}}
@@ -137,7 +143,7 @@ trusted side by side during a CA rotation must not share a name). */ -}}
 {{- if $root.Values.webhooks.url -}}
 {{- $_ := set $config "url" (printf "%s%s" (trimSuffix "/" $root.Values.webhooks.url) $path) -}}
 {{- else -}}
-{{- $_ := set $config "service" (dict "name" "gpu-admission" "namespace" $root.Release.Namespace "path" $path "port" 443) -}}
+{{- $_ := set $config "service" (dict "name" "gpu-admission" "namespace" (include "gpu-admission.namespace" $root) "path" $path "port" 443) -}}
 {{- end -}}
 {{- if include "gpu-admission.selfSigned" $root -}}
 {{- $_ := set $config "caBundle" (include "gpu-admission.certificates" $root | fromJson).caBundle -}}
@@ -172,7 +178,7 @@ scope.matchExpressions (a team's own, e.g. a tenancy label), and every excluded 
 */}}
 {{- define "gpu-admission.namespaceSelector" -}}
 {{- $label := include "gpu-admission.optIn" . | fromJson -}}
-{{- $excluded := concat (list "kube-system" "kube-node-lease") .Values.scope.excludedNamespaces (list .Release.Namespace) | uniq -}}
+{{- $excluded := concat (list "kube-system" "kube-node-lease") .Values.scope.excludedNamespaces (list (include "gpu-admission.namespace" .)) | uniq -}}
 {{- $expressions := list (dict "key" $label.key "operator" "In" "values" (list $label.value)) -}}
 {{- $expressions = concat $expressions (.Values.scope.matchExpressions | default list) -}}
 {{- $expressions = append $expressions (dict "key" "kubernetes.io/metadata.name" "operator" "NotIn" "values" $excluded) -}}
@@ -217,7 +223,7 @@ that has its CA injector fill in every caBundle. */}}
 {{- $metadata := dict "name" (index . 1) "labels" (include "gpu-admission.labels" $root | fromYaml) -}}
 {{- $annotations := include "gpu-admission.extraMetadata" (list "webhooks.annotations" $root.Values.webhooks.annotations (list "cert-manager.io/inject-ca-from") "cert-manager's CA injection reads it") | fromYaml -}}
 {{- if not (include "gpu-admission.selfSigned" $root) -}}
-{{- $_ := set $annotations "cert-manager.io/inject-ca-from" (printf "%s/gpu-admission" $root.Release.Namespace) -}}
+{{- $_ := set $annotations "cert-manager.io/inject-ca-from" (printf "%s/gpu-admission" (include "gpu-admission.namespace" $root)) -}}
 {{- end -}}
 {{- if $annotations -}}
 {{- $_ := set $metadata "annotations" $annotations -}}
