@@ -128,7 +128,10 @@ def test_audit_refuses_an_installed_policy_the_service_would_refuse(
     text = default_policy_text() + "\nenforcement:\n  rules: {gpu-cout: warn}\n"
     monkeypatch.setattr(audit, "installed_policy", lambda *_: ("installed/policy.yaml", text))
     args = argparse.Namespace(
-        policy_from_cluster=True, policy=None, service_namespace="gpu-admission"
+        policy_from_cluster=True,
+        policy=None,
+        service_namespace="gpu-admission",
+        install_name="gpu-admission",
     )
 
     with pytest.raises(PolicyError, match="unknown rule 'gpu-cout'"):
@@ -157,3 +160,27 @@ def test_audit_reads_the_installed_policy_where_the_service_is_installed(
     audit._engine(object(), args)
 
     assert asked == [("platform-admission", "gpu-admission")]
+
+
+def test_audit_reads_the_policy_of_the_deployment_an_install_renamed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A chart installed with fullnameOverride names its Deployment by it."""
+    from webhook.cli import audit
+
+    asked: list[tuple[str, str]] = []
+
+    def installed(api: object, namespace: str, deployment: str) -> tuple[str, str]:
+        asked.append((namespace, deployment))
+        return "installed/policy.yaml", default_policy_text()
+
+    monkeypatch.setattr(audit, "installed_policy", installed)
+    parser = argparse.ArgumentParser()
+    audit.add_audit_commands(parser.add_subparsers())
+    args = parser.parse_args(
+        ["audit", "--policy-from-cluster", "-n", "team-a", "--install-name", "acme-gpu"]
+    )
+
+    audit._engine(object(), args)
+
+    assert asked == [("gpu-admission", "acme-gpu")]

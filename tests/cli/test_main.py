@@ -119,6 +119,36 @@ class TestServe:
         assert served == []
         assert "--reload-interval" in capsys.readouterr().err
 
+    def test_serve_is_told_the_name_the_install_gave_its_objects(
+        self, served: list[tuple[Policy, ServeSettings]]
+    ) -> None:
+        assert main(["serve", "--install-name", "acme-gpu"]) == 0
+
+        [(_, settings)] = served
+        assert settings.install_name == "acme-gpu"
+
+    def test_without_an_install_name_serve_looks_for_the_objects_every_install_names(
+        self, served: list[tuple[Policy, ServeSettings]]
+    ) -> None:
+        assert main(["serve"]) == 0
+
+        [(_, settings)] = served
+        assert settings.install_name == "gpu-admission"
+
+    @pytest.mark.parametrize("name", ["Acme", "acme_gpu", "-acme", "a" * 39, ""])
+    def test_an_install_name_that_cannot_name_its_objects_is_a_usage_error(
+        self,
+        served: list[tuple[Policy, ServeSettings]],
+        capsys: pytest.CaptureFixture[str],
+        name: str,
+    ) -> None:
+        with pytest.raises(SystemExit) as exited:
+            main(["serve", f"--install-name={name}"])
+
+        assert exited.value.code == 2
+        assert served == []
+        assert "cannot name an install: it must be a DNS label" in capsys.readouterr().err
+
     @pytest.mark.parametrize("given", ["--tls-cert", "--tls-key"])
     def test_serve_with_only_one_of_certificate_and_key_exits_2_without_serving(
         self,

@@ -16,10 +16,12 @@ from webhook.http.metrics import Metrics
 from webhook.http.policy.verdict import SCOPE_NOT_COMPARED
 from webhook.install.configurations import (
     MUTATING_WEBHOOK,
+    POLICY_WEBHOOK,
     VALIDATING_WEBHOOK,
     Endpoint,
     render_webhook_configurations,
 )
+from webhook.install.names import handlers_of_install
 from webhook.install.scope import LiveWebhooks, scope_digest
 from webhook.policy import Policy, load_default_policy, load_policy_text
 from webhook.policy.load import default_policy_text
@@ -266,3 +268,37 @@ def test_a_judge_travels_to_the_review_worker() -> None:
     check = ScopeCheck(live())
     copied = pickle.loads(pickle.dumps(check))
     assert copied == check and copied.key == check.key
+
+
+def installed_as(name: str, policy: Policy = DEFAULT) -> Configurations:
+    return render_webhook_configurations(
+        policy, ENDPOINT, own_namespace="gpu-admission", handlers=handlers_of_install(name)
+    )
+
+
+def test_an_install_named_otherwise_is_compared_with_its_own_policy_configmaps_webhook() -> None:
+    """The chart with fullnameOverride: the replicas are told the name (--install-name)."""
+    cluster = Cluster(installed_as("acme-gpu"))
+    scope = WebhookScope(cluster.read, lambda: DEFAULT, Metrics(), install_name="acme-gpu")
+
+    assert scope.compare_once() == ()
+    assert scope.judge().verdict("gpu-admission/acme-gpu-policy", RENAMED, None)
+
+
+def test_a_replica_not_told_the_name_of_its_install_reports_its_policy_configmaps_webhook() -> None:
+    cluster = Cluster(installed_as("acme-gpu"))
+    scope = WebhookScope(cluster.read, lambda: DEFAULT, Metrics())
+
+    differences = scope.compare_once()
+
+    assert differences is not None
+    assert [d.webhook for d in differences] == [POLICY_WEBHOOK]
+    assert "acme-gpu-policy" in str(differences[0])
+
+
+def test_the_judge_of_an_install_named_otherwise_travels_with_its_name() -> None:
+    check = ScopeCheck(LiveWebhooks.read(*installed_as("acme-gpu")), install_name="acme-gpu")
+    copied = pickle.loads(pickle.dumps(check))
+
+    assert copied == check
+    assert copied.verdict("gpu-admission/p", DEFAULT, None) is None

@@ -20,7 +20,7 @@ from webhook.engine import Engine
 from webhook.engine.serving import serving_engine
 from webhook.engine.templates import POD, TemplateKind
 from webhook.errors import PolicyError
-from webhook.install.names import DEPLOYMENT, NAMESPACE
+from webhook.install.names import INSTALL_NAME, NAMESPACE
 from webhook.kube.api_errors import CLUSTER_ERRORS, cluster_error_message
 from webhook.kube.client import api_client, check_reachable
 from webhook.kube.credentials import CredentialsError
@@ -119,6 +119,13 @@ def add_audit_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
         help="where the service is installed: never audited, as its webhooks never cover it, "
         f"and where --policy-from-cluster reads the policy (default: {NAMESPACE})",
     )
+    audit.add_argument(
+        "--install-name",
+        default=INSTALL_NAME,
+        metavar="NAME",
+        help="the Deployment whose policy --policy-from-cluster reads, as the install named "
+        f"it (default: {INSTALL_NAME}; the chart's fullnameOverride)",
+    )
     audit.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     audit.set_defaults(run=_audit)
 
@@ -177,7 +184,7 @@ def _audit(args: argparse.Namespace) -> int:
 def _engine(api: Any, args: argparse.Namespace) -> Engine:
     if not args.policy_from_cluster:
         return load_engine(args.policy)
-    source, text = installed_policy(api, args.service_namespace, DEPLOYMENT)
+    source, text = installed_policy(api, args.service_namespace, args.install_name)
     return serving_engine(text, source)
 
 

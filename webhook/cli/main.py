@@ -114,6 +114,7 @@ def package_version() -> str:
 
 def _add_serve_command(commands: Commands) -> None:
     from webhook.cli.audit_options import add_audit_interval_option
+    from webhook.install.names import INSTALL_NAME
     from webhook.service.file_poll import DEFAULT_INTERVAL
 
     serve = commands.add_parser("serve", help=SERVE_HELP)
@@ -160,6 +161,15 @@ def _add_serve_command(commands: Commands) -> None:
         help="new TLS connections one source address may open a second, after a burst of "
         "four times as many; past that they wait their turn, up to 1 s, before their "
         "handshake, and are closed past that (default: 50)",
+    )
+    serve.add_argument(
+        "--install-name",
+        type=_install_name,
+        default=INSTALL_NAME,
+        metavar="NAME",
+        help="the name the install gave its objects: the webhook configurations NAME, whose "
+        "scope is compared with the policy's, and the policy ConfigMap NAME-policy "
+        f"(default: {INSTALL_NAME}; the chart passes its fullname)",
     )
     add_audit_interval_option(serve)
     serve.set_defaults(run=_serve)
@@ -288,6 +298,7 @@ def _serve(args: argparse.Namespace) -> int:
         context=args.context,
         metrics_port=args.metrics_port,
         audit_interval=audit_interval(args, in_cluster()),
+        install_name=args.install_name,
         limits=EdgeLimits(
             new_connections_per_second=args.new_connections_per_source,
             new_connection_burst=max(1, round(4 * args.new_connections_per_source)),
@@ -312,6 +323,15 @@ def _port(text: str) -> int:
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"not a port number: {text}")
     return port
+
+
+def _install_name(text: str) -> str:
+    from webhook.install.names import install_name
+
+    try:
+        return install_name(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _positive_rate(text: str) -> float:

@@ -61,7 +61,7 @@ from webhook.http.offload import ReviewWorker
 from webhook.http.readiness import Readiness
 from webhook.http.scaled_workloads import ScaledWorkloads
 from webhook.http.tls_gate import SOURCE_RATE, SourceRate, gated_tls
-from webhook.install.names import WEBHOOK_CONFIGURATION
+from webhook.install.names import INSTALL_NAME
 from webhook.kube.claims import fetch_claim_object
 from webhook.kube.client import api_client
 from webhook.kube.inventory import InventoryWatcher
@@ -119,6 +119,9 @@ class ServeSettings:
     limits: EdgeLimits = field(default_factory=EdgeLimits)
     #: Seconds between two audits of what runs (``webhook.service.audit_schedule``); None: none.
     audit_interval: float | None = None
+    #: The name the install gave its webhook configurations and policy ConfigMap
+    #: (``webhook.install.names.INSTALL_NAME`` unless the chart's ``fullnameOverride``).
+    install_name: str = INSTALL_NAME
 
 
 def cache_directory() -> Path:
@@ -155,7 +158,11 @@ def serve(policy: Policy, settings: ServeSettings) -> None:
     if audit is not None:
         readiness.checks["pod-security"] = audit.pod_security_readiness
     scope = _webhook_scope(
-        inventory.api if inventory is not None else api, engine, readiness, metrics
+        inventory.api if inventory is not None else api,
+        engine,
+        readiness,
+        metrics,
+        settings.install_name,
     )
     worker = ReviewWorker(on_restart=metrics.worker_restarted)
     app = _admission_app(engine, readiness, metrics, inventory, worker, scope)
@@ -275,18 +282,23 @@ def _periodic_audit(
 
 
 def _webhook_scope(
-    api: Any, engine: Callable[[], Engine], readiness: Readiness, metrics: Metrics
+    api: Any,
+    engine: Callable[[], Engine],
+    readiness: Readiness,
+    metrics: Metrics,
+    install_name: str = INSTALL_NAME,
 ) -> WebhookScope | None:
-    """The comparison of the installed webhook configurations with the policy serving now
-    (not started yet), with its /readyz check; None without a Kubernetes client."""
+    """The comparison of the webhook configurations `install_name` with the policy serving
+    now (not started yet), with its /readyz check; None without a Kubernetes client."""
     if api is None:
         return None
-    read = functools.partial(read_webhook_configurations, api, WEBHOOK_CONFIGURATION)
+    read = functools.partial(read_webhook_configurations, api, install_name)
     scope = WebhookScope(
         functools.partial(read, timeout=SCOPE_READ_TIMEOUT),
         lambda: engine().policy,
         metrics,
         read_in_review=functools.partial(read, timeout=SCOPE_READ_IN_REVIEW_TIMEOUT),
+        install_name=install_name,
     )
     readiness.checks["webhook-configurations"] = scope.readiness
     return scope

@@ -39,6 +39,7 @@ from typing import Any
 
 from webhook.http.metrics import Metrics
 from webhook.http.policy.verdict import SCOPE_NOT_COMPARED
+from webhook.install.names import INSTALL_NAME, handlers_of_install
 from webhook.install.scope import (
     FIX,
     SCOPE_ANNOTATION,
@@ -80,6 +81,8 @@ class ScopeCheck:
     live: LiveWebhooks | None
     annotation: str = SCOPE_ANNOTATION
     warning: str = NOT_COMPARED
+    install_name: str = INSTALL_NAME
+    """Whose webhooks: a name travels to the review worker where a registry would not."""
 
     @property
     def key(self) -> str:
@@ -94,7 +97,8 @@ class ScopeCheck:
             return None
         if self.live is None:
             return SCOPE_NOT_COMPARED
-        differences = scope_differences(policy, *self.live.configurations())
+        handlers = handlers_of_install(self.install_name)
+        differences = scope_differences(policy, *self.live.configurations(), handlers)
         return scope_refusal(name, differences) if differences else None
 
 
@@ -123,15 +127,19 @@ class WebhookScope:
         interval: float = INTERVAL,
         clock: Callable[[], float] = time.monotonic,
         read_in_review: ReadConfigurations | None = None,
+        install_name: str = INSTALL_NAME,
     ) -> None:
         """`read_in_review` is the read ``fresh_judge`` makes while a review waits, bounded
-        well within the webhook's timeout (`read` unless given)."""
+        well within the webhook's timeout (`read` unless given); `install_name` names the
+        install whose webhooks are compared (``webhook.install.names.handlers_of_install``)."""
         self._read = read
         self._read_in_review = read if read_in_review is None else read_in_review
         self._policy = policy
         self._metrics = metrics
         self._interval = interval
         self._clock = clock
+        self._install_name = install_name
+        self._handlers = handlers_of_install(install_name)
         self._last: Comparison | None = None
         self._live: LiveWebhooks | None = None
         self._error: str | None = None
@@ -178,9 +186,10 @@ class WebhookScope:
             return None
         self._error = None
         self._live = LiveWebhooks.read(mutating, validating)
-        differences = tuple(scope_differences(policy, mutating, validating))
+        differences = tuple(scope_differences(policy, mutating, validating, self._handlers))
         self._report(differences)
-        compared = [name for hooks in needed_webhooks(policy).values() for name in hooks]
+        needed = needed_webhooks(policy, self._handlers)
+        compared = [name for hooks in needed.values() for name in hooks]
         self._metrics.webhook_configurations_compared(
             compared, {difference.webhook for difference in differences}
         )
@@ -190,7 +199,7 @@ class WebhookScope:
     def judge(self) -> ScopeCheck:
         """The judge of a policy's scope against the configurations as last read (a failed
         read since leaves them), which are unknown before the first read that worked."""
-        return ScopeCheck(self._live)
+        return ScopeCheck(self._live, install_name=self._install_name)
 
     def fresh_judge(self) -> ScopeCheck:
         """The judge of a policy's scope against the configurations read again now; waits on

@@ -122,3 +122,27 @@ def test_a_request_no_webhook_matches_is_judged_by_none(routes: Routes) -> None:
     assert routes.route("validate", status) is None
     assert routes.reads(status) is None
     assert not routes.reads_afresh(status)
+
+
+def test_a_handler_replaced_keeps_its_place_and_the_others_are_the_same() -> None:
+    replacement = Handler(
+        VALIDATE_UPDATES.name,
+        mutating=False,
+        rules=static(),
+        summary="another declaration of the same webhook",
+    )
+
+    replaced = HANDLERS.replacing(replacement)
+
+    assert [h.name for h in replaced] == [h.name for h in HANDLERS]
+    assert replaced.named(VALIDATE_UPDATES.name) is replacement
+    assert [h for h in replaced if h is not replacement] == [
+        h for h in HANDLERS if h.name != VALIDATE_UPDATES.name
+    ]
+
+
+def test_replacing_a_handler_the_registry_does_not_hold_is_a_key_error() -> None:
+    stranger = Handler("no-such-webhook", mutating=False, rules=static(), summary="none")
+
+    with pytest.raises(KeyError):
+        HANDLERS.replacing(stranger)

@@ -74,6 +74,12 @@ class HandlerRegistry:
         )
         return HandlerRegistry((*sides[0], *sides[1], handler))
 
+    def replacing(self, handler: Handler) -> HandlerRegistry:
+        """This registry with ``handler`` in the place of the one of its name; KeyError for
+        none."""
+        self.named(handler.name)
+        return HandlerRegistry(handler if h.name == handler.name else h for h in self._handlers)
+
     def routes(self, policy: Policy) -> Routes:
         return Routes.of(self, policy)
 
