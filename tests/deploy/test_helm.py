@@ -358,6 +358,47 @@ def test_scope_sets_every_webhooks_namespace_selector_and_always_excludes_its_ow
         assert hook["clientConfig"]["service"]["namespace"] == "platform"
 
 
+def test_one_webhooks_own_expressions_narrow_its_selector_alone(helm: Path) -> None:
+    """webhooks.matchExpressions.<first label>: after the scope's, before the exclusions."""
+    own = {"key": "team.example.com/autoscaled", "operator": "Exists"}
+    hooks = webhooks(
+        template(
+            helm,
+            "--set-json",
+            f"webhooks.matchExpressions={json.dumps({'warn-autoscalers': [own]})}",
+        )
+    )
+
+    narrowed = hooks.pop("warn-autoscalers.gpu-admission.io")["namespaceSelector"]
+    others = {e["key"] for h in hooks.values() for e in h["namespaceSelector"]["matchExpressions"]}
+    assert narrowed["matchExpressions"][1] == own
+    assert narrowed["matchExpressions"][2]["key"] == "kubernetes.io/metadata.name"
+    assert own["key"] not in others
+
+
+@pytest.mark.parametrize(
+    ("webhook", "reason"),
+    [
+        ("validate-policy", "that webhook selects the release's namespace only"),
+        ("validate-bindings", "no such webhook"),
+    ],
+)
+def test_own_expressions_for_a_webhook_of_no_opted_in_namespace_are_refused(
+    helm: Path, webhook: str, reason: str
+) -> None:
+    expressions = {webhook: [{"key": "a", "operator": "Exists"}]}
+    refused = run(
+        [
+            helm, "template", "gpu-admission", CHART_DIR,
+            "--set-json", f"webhooks.matchExpressions={json.dumps(expressions)}",
+        ],
+        check=False,
+    )  # fmt: skip
+
+    assert refused.returncode != 0
+    assert f"webhooks.matchExpressions.{webhook}: {reason}" in refused.stderr
+
+
 def test_a_scope_label_other_than_the_policys_is_refused_naming_both(helm: Path) -> None:
     refused = run(
         [
@@ -796,7 +837,8 @@ def test_helm_test_asks_each_webhook_through_the_service_trusting_the_ca(helm: P
 
     assert pod["metadata"]["labels"]["app.kubernetes.io/component"] == "test"
     assert container["env"] == [
-        {"name": "WEBHOOKS", "value": f"https://gpu-admission.{NAMESPACE}.svc:443"}
+        {"name": "WEBHOOKS", "value": f"https://gpu-admission.{NAMESPACE}.svc:443"},
+        {"name": "SERVICE_LINK", "value": "GPU_ADMISSION_SERVICE_HOST"},
     ]
     assert pod["spec"]["volumes"][0]["secret"]["secretName"] == "gpu-admission-tls"
     assert (

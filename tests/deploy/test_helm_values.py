@@ -113,7 +113,12 @@ EVERY_VALUE: dict[str, Any] = {
         "capabilities": {"drop": ["ALL"]},
         "seccompProfile": {"type": "RuntimeDefault"},
     },
-    "webhooks": {"annotations": {"argocd.argoproj.io/sync-options": "ServerSideApply=true"}},
+    "webhooks": {
+        "annotations": {"argocd.argoproj.io/sync-options": "ServerSideApply=true"},
+        "matchExpressions": {
+            "warn-autoscalers": [{"key": "team.example.com/autoscaled", "operator": "Exists"}]
+        },
+    },
     "imagePullSecrets": [{"name": "registry-credentials"}],
     "priorityClassName": "platform-critical",
     "priorityClassQuota": {"enabled": True, "limitedClasses": ["platform-critical"]},

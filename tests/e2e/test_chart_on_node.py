@@ -4,8 +4,8 @@ A control plane of its own with one node of real parts (:mod:`.realnode`): the
 service's image is built from the project's Dockerfile (:mod:`.image`) and imported
 into the node's containerd; `helm install` runs the chart with a policy of a team's
 own (another workload label, pool label and taint than the default), into a
-namespace of the platform team's choosing, the webhooks' clientConfig as shipped (the
-Service, no URL). kube-apiserver then calls the replicas
+namespace of the platform team's choosing, under the team's own names (nameOverride,
+fullnameOverride), the webhooks' clientConfig as shipped (the Service, no URL). kube-apiserver then calls the replicas
 through the Service's ClusterIP, which only kube-proxy's rules on the node translate.
 
 The GPU nodes are registered without kubelets, labelled as GPU Feature Discovery and
@@ -45,7 +45,11 @@ CHART = REPO / "deploy" / "helm" / "gpu-admission"
 # Not the chart's usual namespace: the webhooks, the audit and the policy read from the
 # cluster follow the release's namespace.
 NAMESPACE = "platform-admission"
-RELEASE = "gpu-admission"
+RELEASE = "ml-platform"
+# The team's own names for the release's objects (the chart's nameOverride and
+# fullnameOverride): the replicas, `certs rotate` and the audit are told them.
+APP_NAME = "ml-admission"
+FULLNAME = "ml-admission-webhook"
 TEAM_LABEL = "team.example/class"
 TEAM_POOL_LABEL = "example.com/pool"
 TENANT = "team-ml"
@@ -131,7 +135,7 @@ class Release:
     def service_endpoints(self) -> set[str]:
         """The pod addresses kube-proxy's rules send the webhook Service's port to."""
         rules = self.cluster.in_node("iptables", "-t", "nat", "-S").stdout
-        marker = f'"{NAMESPACE}/gpu-admission:https -> '
+        marker = f'"{NAMESPACE}/{FULLNAME}:https -> '
         return {
             line.split(marker, 1)[1].split(":", 1)[0]
             for line in rules.splitlines()
@@ -247,6 +251,8 @@ def release(
         "--set", f"image.repository={service_image.repository}",
         "--set", f"image.tag={service_image.tag}",
         "--set", "image.pullPolicy=Never",
+        "--set", f"nameOverride={APP_NAME}",
+        "--set", f"fullnameOverride={FULLNAME}",
         "--wait", "--timeout", "5m",
     )  # fmt: skip
     installed.wait_ready()
@@ -292,10 +298,10 @@ def test_kube_apiserver_calls_the_replicas_through_the_service_as_shipped(
     release: Release,
 ) -> None:
     for kind in CONFIGURATIONS:
-        for hook in release.cluster.get_json(kind, "gpu-admission")["webhooks"]:
+        for hook in release.cluster.get_json(kind, FULLNAME)["webhooks"]:
             assert "url" not in hook["clientConfig"]
             assert hook["clientConfig"]["service"]["namespace"] == NAMESPACE
-    service = release.cluster.get_json("service", "gpu-admission", NAMESPACE)
+    service = release.cluster.get_json("service", FULLNAME, NAMESPACE)
     rules = release.cluster.in_node("iptables", "-t", "nat", "-S", "KUBE-SERVICES").stdout
 
     assert service["spec"]["clusterIP"] in rules
@@ -399,7 +405,7 @@ def blind_replica(release: Release) -> str:
     """One more replica of the release's own pod template, behind the same Service, run
     as a ServiceAccount with no rights: it serves TLS and answers reviews, but cannot
     list the Nodes and PriorityClasses its judgements rest on."""
-    template = release.cluster.get_json("deployment", RELEASE, NAMESPACE)["spec"]["template"]
+    template = release.cluster.get_json("deployment", FULLNAME, NAMESPACE)["spec"]["template"]
     template["metadata"]["labels"][BLIND_LABEL] = "blind"
     template["spec"]["serviceAccountName"] = BLIND
     deployment = {
@@ -439,7 +445,7 @@ def test_a_replica_that_cannot_read_the_cluster_is_unready_sent_nothing_and_fail
         "kind": "ClusterRoleBinding",
         "metadata": {"name": BLIND},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                    "name": RELEASE},
+                    "name": FULLNAME},
         "subjects": [{"kind": "ServiceAccount", "name": BLIND, "namespace": NAMESPACE}],
     }  # fmt: skip
     try:
@@ -512,7 +518,7 @@ def test_a_rolling_upgrade_under_steady_creation_fails_no_creation(release: Rele
 
 def test_a_drain_of_the_node_stops_at_the_disruption_budget(release: Release) -> None:
     cluster = release.cluster
-    budget = cluster.get_json("poddisruptionbudget", "gpu-admission", NAMESPACE)
+    budget = cluster.get_json("poddisruptionbudget", FULLNAME, NAMESPACE)
     try:
         drained = cluster.kubectl(
             "drain", NODE_NAME, "--ignore-daemonsets", "--delete-emptydir-data",
@@ -545,7 +551,7 @@ def test_the_network_policy_admits_the_webhook_port_from_the_sources_set_only(
         "upgrade", RELEASE, str(CHART), "--reuse-values",
         "--set", f"networkPolicy.webhookSources={{{seen_from}/32}}", "--wait",
     )  # fmt: skip
-    policy = cluster.get_json("networkpolicy", "gpu-admission", NAMESPACE)
+    policy = cluster.get_json("networkpolicy", FULLNAME, NAMESPACE)
     cluster.apply(json.dumps(class_pod("after-network-policy")), namespace=TENANT)
     replica = release.ready_replicas()[0]["status"]["podIP"]
     reached = _tenant_connects(release, replica, 8443)
@@ -555,7 +561,7 @@ def test_the_network_policy_admits_the_webhook_port_from_the_sources_set_only(
         {"ipBlock": {"cidr": f"{seen_from}/32"}},
         # `helm test`'s pod, of the release's namespace alone.
         {"podSelector": {"matchLabels": {
-            "app.kubernetes.io/name": "gpu-admission", "app.kubernetes.io/component": "test",
+            "app.kubernetes.io/name": APP_NAME, "app.kubernetes.io/component": "test",
         }}},
     ]  # fmt: skip
     assert reached, "the bridge CNI enforced a NetworkPolicy: update the docstring and docs"
@@ -564,9 +570,7 @@ def test_the_network_policy_admits_the_webhook_port_from_the_sources_set_only(
 def _apiserver_source_seen_by_replicas(release: Release) -> str:
     """The source address of kube-apiserver's connections to the webhook Service, as
     the replicas see it (conntrack's reply tuple, after kube-proxy's NAT)."""
-    service_ip = release.cluster.get_json("service", "gpu-admission", NAMESPACE)["spec"][
-        "clusterIP"
-    ]
+    service_ip = release.cluster.get_json("service", FULLNAME, NAMESPACE)["spec"]["clusterIP"]
     release.cluster.apply(json.dumps(class_pod("seen-from")), namespace=TENANT)
     table = release.cluster.in_node("conntrack", "-L", "-p", "tcp", "--orig-dst", service_ip).stdout
     replies = {
@@ -617,7 +621,8 @@ def test_the_audit_reads_the_policy_from_the_release_namespace(release: Release)
     result = subprocess.run(
         [
             sys.executable, "-m", "webhook.cli", "audit", "--policy-from-cluster",
-            "--service-namespace", NAMESPACE, "--kubeconfig", str(release.cluster.kubeconfig),
+            "--service-namespace", NAMESPACE, "--install-name", FULLNAME,
+            "--kubeconfig", str(release.cluster.kubeconfig),
             "--output", "json", "--quiet",
         ],
         capture_output=True, text=True, timeout=120, check=False,
@@ -644,7 +649,7 @@ def test_an_in_place_edit_needing_other_webhooks_is_refused_by_the_replicas_with
     (configmap,) = [
         c
         for c in cluster.list_json("configmap", NAMESPACE)
-        if c["metadata"]["name"].startswith("gpu-admission-policy")
+        if c["metadata"]["name"].startswith(f"{FULLNAME}-policy")
     ]
     edited = {
         "apiVersion": "v1",
@@ -673,7 +678,7 @@ def test_uninstall_leaves_no_webhook_configuration(release: Release) -> None:
     release.helm("uninstall", RELEASE, "--wait", "--timeout", "3m")
 
     for kind in CONFIGURATIONS:
-        assert not release.cluster.exists(kind, "gpu-admission")
+        assert not release.cluster.exists(kind, FULLNAME)
     # Nothing is left calling a service that is gone: a GPU pod is created unjudged.
     release.cluster.apply(
         json.dumps(class_pod("after-uninstall", label="gpu-admission.io/workload")),

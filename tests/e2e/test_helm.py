@@ -177,14 +177,26 @@ def test_helm_is_the_pinned_release_and_says_so(controlplane_bin_dir: Path) -> N
     assert (controlplane_bin_dir / ".helm.version").read_text().strip() == version
 
 
+@pytest.mark.parametrize(
+    "names",
+    [
+        pytest.param([], id="the-charts-names"),
+        pytest.param(
+            ["--set", "nameOverride=ml-admission", "--set", "fullnameOverride=ml-gpu-webhooks"],
+            id="the-teams-names",
+        ),
+    ],
+)
 def test_every_value_a_platform_team_sets_renders_objects_kube_apiserver_accepts(
     controlplane: ControlPlane,
     controlplane_bin_dir: Path,
     admission: WebhookServer,
     tmp_path: Path,
+    names: list[str],
 ) -> None:
     """The chart with every value of tests/deploy/test_helm_values.py set, in a namespace
-    of its own, through kube-apiserver's validation and admission (a server-side dry run).
+    of its own, under the chart's names or a team's (nameOverride, fullnameOverride),
+    through kube-apiserver's validation and admission (a server-side dry run).
     The Prometheus Operator's kinds are judged by its own CRDs in the test below. The
     session's webhook configurations (a URL, made by a client, not by kubectl apply) are
     taken away meanwhile: kubectl would merge the chart's Service into them beside it."""
@@ -193,7 +205,7 @@ def test_every_value_a_platform_team_sets_renders_objects_kube_apiserver_accepts
     namespace = "platform-admission"
     rendered = run_helm(
         controlplane_bin_dir / "helm", controlplane.kubeconfig, tmp_path / "home", namespace,
-        "template", RELEASE, str(CHART), "--values", str(values), *KUBE_VERSION,
+        "template", RELEASE, str(CHART), "--values", str(values), *names, *KUBE_VERSION,
     ).stdout  # fmt: skip
     objects = [
         o for o in yaml.safe_load_all(rendered)

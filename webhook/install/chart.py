@@ -12,8 +12,9 @@ which become template expressions (helpers in ``templates/_helpers.tpl``):
 - ``clientConfig``: the Service in the release's namespace (or ``webhooks.url``)
   and, with self-generated certificates, the ``caBundle``;
 - ``namespaceSelector``: the policy's opt-in label (``webhookScope.namespaceOptIn``;
-  ``scope.namespaceLabel``, when set, must say the same), ``scope.matchExpressions``
-  and ``scope.excludedNamespaces``, the release's namespace always excluded, for every
+  ``scope.namespaceLabel``, when set, must say the same), ``scope.matchExpressions``,
+  the webhook's own ``webhooks.matchExpressions.<first label>`` and
+  ``scope.excludedNamespaces``, the release's namespace always excluded, for every
   webhook whose selector is the opt-in scope; the release's namespace wherever else the
   service's own namespace appears;
 - ``failurePolicy`` and ``timeoutSeconds``: a value per webhook, keyed by the
@@ -54,7 +55,7 @@ from webhook.install.configurations import (
     namespace_selector,
     render_webhook_configurations,
 )
-from webhook.install.names import APP_LABELS, SERVICE
+from webhook.install.names import APP_LABELS, SERVICE, WEBHOOK_CONFIGURATION
 from webhook.install.priority_classes import priority_class_specs
 from webhook.install.scope import SCOPED_FIELDS
 from webhook.policy import Policy
@@ -115,7 +116,7 @@ def _templated_hook(
     # namespaces; any other selector is kept as rendered.
     if hook.get("namespaceSelector") == scope:
         templated["namespaceSelector"] = template.expression(
-            '{{ include "gpu-admission.namespaceSelector" . }}'
+            f'{{{{ include "gpu-admission.namespaceSelector" (list . {json.dumps(key)}) }}}}'
         )
     templated["failurePolicy"] = template.expression(
         f'{{{{ include "gpu-admission.failurePolicy" '
@@ -175,6 +176,9 @@ def _literal(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
 _LiteralDumper.add_representer(str, _literal)
 
 
+_WEBHOOK_METADATA = '{{ include "gpu-admission.webhookMetadata" . }}'
+
+
 def webhooks_template(policy: Policy, header: str) -> str:
     """templates/webhooks.yaml: both configurations, values put in as described above."""
     endpoint = Endpoint(ca_bundle="", service_name=SERVICE, service_namespace=RELEASE_NAMESPACE)
@@ -185,15 +189,22 @@ def webhooks_template(policy: Policy, header: str) -> str:
     keys = [short_name(h["name"]) for c in configurations for h in c["webhooks"]]
     if len(set(keys)) != len(keys):
         raise ValueError(f"two webhooks share a first label: {keys}")
+    opted_in = [
+        short_name(h["name"])
+        for c in configurations
+        for h in c["webhooks"]
+        if h.get("namespaceSelector") == scope
+    ]
     template = _Template()
     documents = []
     for configuration in configurations:
         templated = dict(configuration)
-        name = configuration["metadata"]["name"]
-        if configuration["metadata"] != {"name": name, "labels": dict(APP_LABELS)}:
+        # The chart names both configurations by its fullname (WEBHOOK_CONFIGURATION
+        # unless fullnameOverride).
+        if configuration["metadata"] != {"name": WEBHOOK_CONFIGURATION, "labels": dict(APP_LABELS)}:
             raise ValueError(f"metadata the chart does not template: {configuration['metadata']}")
         templated["metadata"] = template.expression(
-            f'{{{{ include "gpu-admission.webhookMetadata" (list . {json.dumps(name)}) }}}}'
+            '{{ include "gpu-admission.webhookMetadata" . }}'
         )
         templated["webhooks"] = [
             _templated_hook(h, scope, template) for h in configuration["webhooks"]
@@ -205,7 +216,8 @@ def webhooks_template(policy: Policy, header: str) -> str:
     # A value for a webhook that does not exist is a typo: refused rather than ignored.
     check = (
         '{{- include "gpu-admission.checkWebhookKeys" '
-        f"(list . (list {' '.join(json.dumps(k) for k in keys)})) }}}}\n"
+        f"(list . (list {' '.join(json.dumps(k) for k in keys)}) "
+        f"(list {' '.join(json.dumps(k) for k in opted_in)})) }}}}\n"
     )
     # The policy in force and the scope of its webhooks go together.
     check += '{{- include "gpu-admission.checkWebhookScope" . }}\n'

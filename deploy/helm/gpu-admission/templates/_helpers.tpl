@@ -1,8 +1,22 @@
 {{/*
-Names are fixed, as in the kustomize base: `gpu-admission certs rotate` and the
-webhook configurations name them, and one release per cluster is the only sensible
-count (the webhook configurations and PriorityClasses are cluster-scoped).
+The chart's name, the value of every object's app.kubernetes.io/name: nameOverride,
+else gpu-admission (as in the kustomize base).
 */}}
+{{- define "gpu-admission.name" -}}
+{{- .Values.nameOverride | default "gpu-admission" -}}
+{{- end -}}
+
+{{/*
+The name of the install's objects and the stem of the others' (NAME-tls, NAME-policy,
+...): fullnameOverride, else the chart's name. Not the release's name, as charts made
+by `helm create` do: one release per cluster is the sensible count (the webhook
+configurations and PriorityClasses are cluster-scoped), and a release of any name keeps
+the names the kustomize base, `install` and `certs rotate` use. The replicas are told
+it (serve --install-name), as they compare the webhook configurations of that name.
+*/}}
+{{- define "gpu-admission.fullname" -}}
+{{- .Values.fullnameOverride | default (include "gpu-admission.name" .) -}}
+{{- end -}}
 
 {{/* The labels Helm's conventions add; selectors never carry them. */}}
 {{- define "gpu-admission.helmLabels" -}}
@@ -24,7 +38,7 @@ the base's (app.kubernetes.io/name, /component) and Helm's.
 
 {{/* The chart's own labels of every object: the base's, then Helm's. */}}
 {{- define "gpu-admission.chartLabels" -}}
-app.kubernetes.io/name: gpu-admission
+app.kubernetes.io/name: {{ include "gpu-admission.name" . }}
 {{ include "gpu-admission.helmLabels" . }}
 {{- end -}}
 
@@ -39,7 +53,7 @@ app.kubernetes.io/name: gpu-admission
 {{/* The same, for an object of one component (webhook, metrics, cert-rotation). */}}
 {{- define "gpu-admission.componentLabels" -}}
 {{- $root := index . 0 -}}
-app.kubernetes.io/name: gpu-admission
+app.kubernetes.io/name: {{ include "gpu-admission.name" $root }}
 app.kubernetes.io/component: {{ index . 1 }}
 {{ include "gpu-admission.helmLabels" $root }}
 {{- with include "gpu-admission.commonLabels" $root }}
@@ -49,7 +63,7 @@ app.kubernetes.io/component: {{ index . 1 }}
 
 {{/* The replicas: what the Deployment, Services, PDB and NetworkPolicy select. */}}
 {{- define "gpu-admission.selectorLabels" -}}
-app.kubernetes.io/name: gpu-admission
+app.kubernetes.io/name: {{ include "gpu-admission.name" . }}
 app.kubernetes.io/component: webhook
 {{- end -}}
 
@@ -74,7 +88,7 @@ namespaceOverride (an umbrella chart's, say), else the release's. */}}
 {{- end -}}
 
 {{- define "gpu-admission.serviceAccountName" -}}
-{{ .Values.serviceAccount.name | default "gpu-admission" }}
+{{ .Values.serviceAccount.name | default (include "gpu-admission.fullname" .) }}
 {{- end -}}
 
 {{- define "gpu-admission.selfSigned" -}}
@@ -86,7 +100,8 @@ namespaceOverride (an umbrella chart's, say), else the release's. */}}
 {{/* The Service's DNS names, which the serving certificate must hold. */}}
 {{- define "gpu-admission.serviceNames" -}}
 {{- $ns := include "gpu-admission.namespace" . -}}
-{{- list "gpu-admission" (printf "gpu-admission.%s" $ns) (printf "gpu-admission.%s.svc" $ns) (printf "gpu-admission.%s.svc.cluster.local" $ns) | toJson -}}
+{{- $service := include "gpu-admission.fullname" . -}}
+{{- list $service (printf "%s.%s" $service $ns) (printf "%s.%s.svc" $service $ns) (printf "%s.%s.svc.cluster.local" $service $ns) | toJson -}}
 {{- end -}}
 
 {{/*
@@ -101,8 +116,9 @@ to read: it shows new certificates each time.
 {{- define "gpu-admission.certificates" -}}
 {{- if not (hasKey .Values "__certificates") -}}
 {{- $ns := include "gpu-admission.namespace" . -}}
-{{- $caSecret := lookup "v1" "Secret" $ns "gpu-admission-tls-ca" -}}
-{{- $tlsSecret := lookup "v1" "Secret" $ns "gpu-admission-tls" -}}
+{{- $fullname := include "gpu-admission.fullname" . -}}
+{{- $caSecret := lookup "v1" "Secret" $ns (printf "%s-tls-ca" $fullname) -}}
+{{- $tlsSecret := lookup "v1" "Secret" $ns (printf "%s-tls" $fullname) -}}
 {{- $certs := dict -}}
 {{- if and $caSecret $tlsSecret (index ($caSecret.data | default dict) "ca.crt") (index ($caSecret.data | default dict) "ca.key") (index ($tlsSecret.data | default dict) "tls.crt") (index ($tlsSecret.data | default dict) "tls.key") -}}
 {{- $_ := set $certs "caData" $caSecret.data -}}
@@ -115,14 +131,14 @@ trusted side by side during a CA rotation must not share a name). */ -}}
 {{- $caName := printf "gpu-admission CA %s" (now | date "2006-01-02T15:04:05Z") -}}
 {{- $ca := genCAWithKey $caName (int $self.caDays) (genPrivateKey "ecdsa") -}}
 {{- $names := concat (include "gpu-admission.serviceNames" . | fromJsonArray) $self.extraDNSNames -}}
-{{- $leafName := printf "gpu-admission.%s.svc" $ns -}}
+{{- $leafName := printf "%s.%s.svc" $fullname $ns -}}
 {{- $leaf := genSignedCertWithKey $leafName $self.extraIPAddresses $names (int $self.days) $ca (genPrivateKey "ecdsa") -}}
 {{- $_ := set $certs "caData" (dict "ca.crt" ($ca.Cert | b64enc) "ca.key" ($ca.Key | b64enc)) -}}
 {{- $_ := set $certs "tlsData" (dict "tls.crt" ($leaf.Cert | b64enc) "tls.key" ($leaf.Key | b64enc) "ca.crt" ($ca.Cert | b64enc)) -}}
 {{- end -}}
 {{- $caPem := index $certs.caData "ca.crt" | b64dec | trim -}}
 {{- $bundle := index $certs.caData "ca.crt" -}}
-{{- $live := lookup "admissionregistration.k8s.io/v1" "MutatingWebhookConfiguration" "" "gpu-admission" -}}
+{{- $live := lookup "admissionregistration.k8s.io/v1" "MutatingWebhookConfiguration" "" $fullname -}}
 {{- range ($live.webhooks | default list) -}}
 {{- $current := .clientConfig.caBundle | default "" -}}
 {{- if and $current (contains $caPem (b64dec $current)) -}}
@@ -143,7 +159,7 @@ trusted side by side during a CA rotation must not share a name). */ -}}
 {{- if $root.Values.webhooks.url -}}
 {{- $_ := set $config "url" (printf "%s%s" (trimSuffix "/" $root.Values.webhooks.url) $path) -}}
 {{- else -}}
-{{- $_ := set $config "service" (dict "name" "gpu-admission" "namespace" (include "gpu-admission.namespace" $root) "path" $path "port" 443) -}}
+{{- $_ := set $config "service" (dict "name" (include "gpu-admission.fullname" $root) "namespace" (include "gpu-admission.namespace" $root) "path" $path "port" 443) -}}
 {{- end -}}
 {{- if include "gpu-admission.selfSigned" $root -}}
 {{- $_ := set $config "caBundle" (include "gpu-admission.certificates" $root | fromJson).caBundle -}}
@@ -177,10 +193,13 @@ The opted-in webhooks' namespaceSelector: the policy's opt-in label, the express
 scope.matchExpressions (a team's own, e.g. a tenancy label), and every excluded namespace.
 */}}
 {{- define "gpu-admission.namespaceSelector" -}}
-{{- $label := include "gpu-admission.optIn" . | fromJson -}}
-{{- $excluded := concat (list "kube-system" "kube-node-lease") .Values.scope.excludedNamespaces (list (include "gpu-admission.namespace" .)) | uniq -}}
+{{- $root := index . 0 -}}
+{{- $label := include "gpu-admission.optIn" $root | fromJson -}}
+{{- $excluded := concat (list "kube-system" "kube-node-lease") $root.Values.scope.excludedNamespaces (list (include "gpu-admission.namespace" $root)) | uniq -}}
 {{- $expressions := list (dict "key" $label.key "operator" "In" "values" (list $label.value)) -}}
-{{- $expressions = concat $expressions (.Values.scope.matchExpressions | default list) -}}
+{{- $expressions = concat $expressions ($root.Values.scope.matchExpressions | default list) -}}
+{{- /* `| default dict`: a release upgraded with --reuse-values from a version without it. */ -}}
+{{- $expressions = concat $expressions (index ($root.Values.webhooks.matchExpressions | default dict) (index . 1) | default list) -}}
 {{- $expressions = append $expressions (dict "key" "kubernetes.io/metadata.name" "operator" "NotIn" "values" $excluded) -}}
 {{- dict "matchExpressions" $expressions | toJson -}}
 {{- end -}}
@@ -203,15 +222,22 @@ scope.matchExpressions (a team's own, e.g. a tenancy label), and every excluded 
 {{- $value -}}
 {{- end -}}
 
-{{/* A per-webhook value for a webhook that does not exist is a typo: refuse it. */}}
+{{/* A per-webhook value for a webhook that does not exist is a typo: refuse it; and
+namespace expressions for a webhook that selects only the release's namespace. */}}
 {{- define "gpu-admission.checkWebhookKeys" -}}
 {{- $root := index . 0 -}}
 {{- $known := index . 1 -}}
-{{- range $setting := list "failurePolicy" "timeoutSeconds" -}}
-{{- range $key, $_ := index $root.Values.webhooks $setting -}}
+{{- $optedIn := index . 2 -}}
+{{- range $setting := list "failurePolicy" "timeoutSeconds" "matchExpressions" -}}
+{{- range $key, $_ := index $root.Values.webhooks $setting | default dict -}}
 {{- if not (has $key $known) -}}
 {{- fail (printf "webhooks.%s.%s: no such webhook (known: %s)" $setting $key (join ", " $known)) -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+{{- range $key, $_ := $root.Values.webhooks.matchExpressions | default dict -}}
+{{- if not (has $key $optedIn) -}}
+{{- fail (printf "webhooks.matchExpressions.%s: that webhook selects the release's namespace only, not opted-in ones (webhooks of opted-in namespaces: %s)" $key (join ", " $optedIn)) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -219,11 +245,11 @@ scope.matchExpressions (a team's own, e.g. a tenancy label), and every excluded 
 {{/* A webhook configuration's metadata as JSON; with cert-manager, the annotation
 that has its CA injector fill in every caBundle. */}}
 {{- define "gpu-admission.webhookMetadata" -}}
-{{- $root := index . 0 -}}
-{{- $metadata := dict "name" (index . 1) "labels" (include "gpu-admission.labels" $root | fromYaml) -}}
+{{- $root := . -}}
+{{- $metadata := dict "name" (include "gpu-admission.fullname" $root) "labels" (include "gpu-admission.labels" $root | fromYaml) -}}
 {{- $annotations := include "gpu-admission.extraMetadata" (list "webhooks.annotations" $root.Values.webhooks.annotations (list "cert-manager.io/inject-ca-from") "cert-manager's CA injection reads it") | fromYaml -}}
 {{- if not (include "gpu-admission.selfSigned" $root) -}}
-{{- $_ := set $annotations "cert-manager.io/inject-ca-from" (printf "%s/gpu-admission" (include "gpu-admission.namespace" $root)) -}}
+{{- $_ := set $annotations "cert-manager.io/inject-ca-from" (printf "%s/%s" (include "gpu-admission.namespace" $root) (include "gpu-admission.fullname" $root)) -}}
 {{- end -}}
 {{- if $annotations -}}
 {{- $_ := set $metadata "annotations" $annotations -}}
@@ -397,7 +423,21 @@ configurations are upgraded; any other it compares with the live configurations.
 {{- if not (hasKey $webhooks $name) -}}
 {{- fail (printf "webhookScope holds no webhook %s: print it again with `gpu-admission manifests helm-values --policy FILE` of this chart's version" $name) -}}
 {{- end -}}
-{{- toYaml (index $webhooks $name) -}}
+{{- $fields := index $webhooks $name -}}
+{{- if eq $name "validate-policy.gpu-admission.io" -}}
+{{- $_ := set $fields "matchConditions" (list (include "gpu-admission.policyConfigMapCondition" $root | fromJson)) -}}
+{{- end -}}
+{{- toYaml $fields -}}
+{{- end -}}
+
+{{/*
+The policy ConfigMap webhook's matchCondition, for this install's ConfigMap
+(FULLNAME-policy): webhook.engine.handlers.policy_configmap's, whose scope the replicas
+compare (serve --install-name); a unit test holds the two equal.
+*/}}
+{{- define "gpu-admission.policyConfigMapCondition" -}}
+{{- $configmap := printf "%s-policy" (include "gpu-admission.fullname" .) -}}
+{{- dict "name" "policy-configmap" "expression" (printf "has(object.metadata.name) && (object.metadata.name == '%s' || object.metadata.name.startsWith('%s-'))" $configmap $configmap) | toJson -}}
 {{- end -}}
 
 {{/*
