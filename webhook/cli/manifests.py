@@ -10,6 +10,7 @@ from pathlib import Path
 from webhook.engine.serving import embedded_serving_engine, serving_engine_from_file
 from webhook.errors import PolicyError
 from webhook.install.chart import helm_values
+from webhook.install.guards import guard_files
 from webhook.install.kueue import flavors_yaml
 from webhook.install.manifests import (
     SYNC_COMMAND,
@@ -74,6 +75,17 @@ def add_manifest_commands(commands: argparse._SubParsersAction[argparse.Argument
         "of the repository holding the current directory, relative to the overlay",
     )
     overlay.set_defaults(run=_overlay)
+
+    guards = manifest_commands.add_parser(
+        "guards",
+        help="write the optional guards of deploy/guards/ for a policy: the priority-class "
+        "quota, its admission configuration and the opt-in label's policy",
+    )
+    guards.add_argument("--policy", type=Path, required=True, help="policy YAML")
+    guards.add_argument(
+        "--output-dir", type=Path, required=True, help="where the files are written"
+    )
+    guards.set_defaults(run=_guards)
 
     flavors = manifest_commands.add_parser(
         "kueue-flavors",
@@ -180,6 +192,28 @@ def _overlay(args: argparse.Namespace) -> int:
     print(
         f"gpu-admission: apply with `kubectl apply -k {args.output_dir}`; namespaces opt in "
         f"with {policy.namespace_opt_in[0]}={policy.namespace_opt_in[1]}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _guards(args: argparse.Namespace) -> int:
+    """The guards' files for the policy, each written (the folder made when missing)."""
+    try:
+        policy = serving_engine_from_file(args.policy).policy
+        files = guard_files(policy, str(args.policy))
+        args.output_dir.mkdir(parents=True, exist_ok=True)
+        for name, content in files.items():
+            (args.output_dir / name).write_text(content, "utf-8")
+    except (PolicyError, OSError) as error:
+        print(f"gpu-admission: {error}", file=sys.stderr)
+        return 2
+    for name in files:
+        print(f"{args.output_dir / name}: written")
+    key, value = policy.namespace_opt_in
+    print(
+        f"gpu-admission: each file says how it is applied; the quota grants the classes to "
+        f"a namespace labelled {key}={value}",
         file=sys.stderr,
     )
     return 0

@@ -39,6 +39,7 @@ import yaml
 
 from webhook.install.chart import CHART, alerts_rules, webhook_scope, webhooks_template
 from webhook.install.configurations import Endpoint, render_webhook_configurations
+from webhook.install.guards import guard_files
 from webhook.install.names import NAMESPACE, POLICY_CONFIGMAP, SERVICE
 from webhook.install.priority_classes import priority_class_objects
 from webhook.install.rule_lists import UnreadableRuleList, rule_list_documents, with_rule_lists
@@ -200,6 +201,12 @@ def generated_files() -> list[GeneratedFile]:
         GeneratedFile(
             Path("base/priorityclasses.yaml"),
             priority_classes_yaml(load_default_policy(), DEFAULT_POLICY),
+        ),
+        *(
+            GeneratedFile(Path("guards") / name, text)
+            for name, text in guard_files(
+                load_default_policy(), f"policies/{DEFAULT_POLICY}"
+            ).items()
         ),
         GeneratedFile(Path("overlays/overflow/policy.yaml"), policy_copy(OVERFLOW_POLICY)),
         GeneratedFile(Path("base/policy-scope.yaml"), policy_scope_patch(load_default_policy())),
