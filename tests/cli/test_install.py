@@ -138,10 +138,19 @@ def test_audit_refuses_an_installed_policy_the_service_would_refuse(
         audit._engine(object(), args)
 
 
-def test_audit_reads_the_installed_policy_where_the_service_is_installed(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(
+    ("options", "where"),
+    [
+        # A chart installed into a namespace of the platform team's choosing.
+        (["--service-namespace", "platform-admission"], ("platform-admission", "gpu-admission")),
+        # A chart installed with fullnameOverride names its Deployment by it.
+        (["-n", "team-a", "--install-name", "acme-gpu"], ("gpu-admission", "acme-gpu")),
+    ],
+    ids=["another-namespace", "another-name"],
+)
+def test_audit_reads_the_installed_policy_of_the_deployment_where_it_is_installed(
+    monkeypatch: pytest.MonkeyPatch, options: list[str], where: tuple[str, str]
 ) -> None:
-    """A chart installed into a namespace of the platform team's choosing."""
     from webhook.cli import audit
 
     asked: list[tuple[str, str]] = []
@@ -153,34 +162,8 @@ def test_audit_reads_the_installed_policy_where_the_service_is_installed(
     monkeypatch.setattr(audit, "installed_policy", installed)
     parser = argparse.ArgumentParser()
     audit.add_audit_commands(parser.add_subparsers())
-    args = parser.parse_args(
-        ["audit", "--policy-from-cluster", "--service-namespace", "platform-admission"]
-    )
+    args = parser.parse_args(["audit", "--policy-from-cluster", *options])
 
     audit._engine(object(), args)
 
-    assert asked == [("platform-admission", "gpu-admission")]
-
-
-def test_audit_reads_the_policy_of_the_deployment_an_install_renamed(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A chart installed with fullnameOverride names its Deployment by it."""
-    from webhook.cli import audit
-
-    asked: list[tuple[str, str]] = []
-
-    def installed(api: object, namespace: str, deployment: str) -> tuple[str, str]:
-        asked.append((namespace, deployment))
-        return "installed/policy.yaml", default_policy_text()
-
-    monkeypatch.setattr(audit, "installed_policy", installed)
-    parser = argparse.ArgumentParser()
-    audit.add_audit_commands(parser.add_subparsers())
-    args = parser.parse_args(
-        ["audit", "--policy-from-cluster", "-n", "team-a", "--install-name", "acme-gpu"]
-    )
-
-    audit._engine(object(), args)
-
-    assert asked == [("gpu-admission", "acme-gpu")]
+    assert asked == [where]

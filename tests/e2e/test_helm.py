@@ -221,7 +221,8 @@ def test_every_value_a_platform_team_sets_renders_objects_kube_apiserver_accepts
         )  # fmt: skip
     finally:
         admission.register(controlplane.kubeconfig)
-        controlplane.delete_namespace(namespace, wait=False)
+        # Gone before the next parameter's dry run, which needs the same namespace.
+        controlplane.delete_namespace(namespace)
 
     kinds = {o["kind"] for o in objects}
     assert {"Deployment", "ServiceAccount", "FlowSchema", "MutatingWebhookConfiguration"} <= kinds

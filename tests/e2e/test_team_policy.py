@@ -195,6 +195,11 @@ def test_the_chart_with_its_helm_values_creates_the_policys_classes_and_webhooks
         team.assert_installed_as_the_policy_says()
         with pointed_at(team.plane, team.server):
             examples_hold(team, "team-helm")
+        # What install made, uninstall removes; a release is Helm's to remove.
+        refused = team.cli("uninstall", "--kubeconfig", str(team.plane.kubeconfig))
+        assert refused.returncode == 2
+        assert f"Helm release {NAMESPACE}/gpu-admission" in refused.stderr
+        team.assert_installed_as_the_policy_says()
     finally:
         helm("uninstall", "gpu-admission", "--wait")
         team.plane.delete_namespace(NAMESPACE)

@@ -230,6 +230,27 @@ def _uninstall(args: argparse.Namespace) -> int:
     return run_against_cluster("uninstall", args, lambda api: _uninstall_from(api, args))
 
 
+HELM_RELEASE_NAME = "meta.helm.sh/release-name"
+HELM_RELEASE_NAMESPACE = "meta.helm.sh/release-namespace"
+
+
+def _helm_release(api: Any) -> tuple[str, str] | None:
+    """(namespace, name) of the Helm release the installed webhook configurations belong
+    to; None for configurations `install` made, or none."""
+    from webhook.kube.webhook_configurations import read_webhook_configurations
+
+    for configuration in read_webhook_configurations(api, WEBHOOK_CONFIGURATION, timeout=30):
+        metadata = (configuration or {}).get("metadata") or {}
+        if (metadata.get("labels") or {}).get("app.kubernetes.io/managed-by") != "Helm":
+            continue
+        annotations = metadata.get("annotations") or {}
+        return (
+            str(annotations.get(HELM_RELEASE_NAMESPACE, "?")),
+            str(annotations.get(HELM_RELEASE_NAME, "?")),
+        )
+    return None
+
+
 def _uninstall_from(api: Any, args: argparse.Namespace) -> int:
     from webhook.kube.client import (
         delete_objects,
@@ -237,6 +258,16 @@ def _uninstall_from(api: Any, args: argparse.Namespace) -> int:
         labelled_objects,
     )
 
+    release = _helm_release(api)
+    if release is not None:
+        namespace, name = release
+        print(
+            f"gpu-admission uninstall: the webhook configurations {WEBHOOK_CONFIGURATION} "
+            f"belong to the Helm release {namespace}/{name}, which `helm uninstall {name} "
+            f"--namespace {namespace}` removes; nothing deleted",
+            file=sys.stderr,
+        )
+        return 2
     # Webhook configurations first: nothing may call a service that is going away.
     delete_webhook_configurations(api, WEBHOOK_CONFIGURATION)
     print(f"deleted the webhook configurations {WEBHOOK_CONFIGURATION}")
