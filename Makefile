@@ -43,7 +43,7 @@ OLDER_IGNORED := test_chart_on_node test_runtime_isolation test_kueue test_kueue
 e2e-older: $(STAMP)  ## the end-to-end suite and the chart's tests on Kubernetes v1.34 with Helm 3, each built once into the cache (CI runs it after make test)
 	GPU_ADMISSION_KUBERNETES=$(OLDER_KUBERNETES) $(BIN)/python -m tests.e2e.build_controlplane --before-tests
 	GPU_ADMISSION_KUBERNETES=$(OLDER_KUBERNETES) $(BIN)/pytest tests/e2e tests/deploy/test_helm.py \
-	  tests/deploy/test_helm_values.py tests/install $(foreach t,$(OLDER_IGNORED),--ignore=tests/e2e/$(t).py)
+	  tests/deploy/test_helm_values.py tests/deploy/test_helm_names.py tests/install $(foreach t,$(OLDER_IGNORED),--ignore=tests/e2e/$(t).py)
 
 unit: $(STAMP)
 	$(BIN)/pytest --ignore=tests/e2e
