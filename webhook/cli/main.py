@@ -114,7 +114,6 @@ def package_version() -> str:
 
 def _add_serve_command(commands: Commands) -> None:
     from webhook.cli.audit_options import add_audit_interval_option
-    from webhook.install.names import INSTALL_NAME
     from webhook.service.file_poll import DEFAULT_INTERVAL
 
     serve = commands.add_parser("serve", help=SERVE_HELP)
@@ -162,15 +161,7 @@ def _add_serve_command(commands: Commands) -> None:
         "four times as many; past that they wait their turn, up to 1 s, before their "
         "handshake, and are closed past that (default: 50)",
     )
-    serve.add_argument(
-        "--install-name",
-        type=_install_name,
-        default=INSTALL_NAME,
-        metavar="NAME",
-        help="the name the install gave its objects: the webhook configurations NAME, whose "
-        "scope is compared with the policy's, and the policy ConfigMap NAME-policy "
-        f"(default: {INSTALL_NAME}; the chart passes its fullname)",
-    )
+    _add_install_name_option(serve)
     add_audit_interval_option(serve)
     serve.set_defaults(run=_serve)
 
@@ -323,6 +314,20 @@ def _port(text: str) -> int:
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"not a port number: {text}")
     return port
+
+
+def _add_install_name_option(serve: argparse.ArgumentParser) -> None:
+    from webhook.install.names import INSTALL_NAME
+
+    serve.add_argument(
+        "--install-name",
+        type=_install_name,
+        default=INSTALL_NAME,
+        metavar="NAME",
+        help="the name the install gave its objects: the webhook configurations NAME, whose "
+        "scope is compared with the policy's, and the policy ConfigMap NAME-policy "
+        f"(default: {INSTALL_NAME}; the chart passes its fullname)",
+    )
 
 
 def _install_name(text: str) -> str:

@@ -59,33 +59,8 @@ def add_manifest_commands(commands: argparse._SubParsersAction[argparse.Argument
     values.add_argument("--policy", type=Path, required=True, help="policy YAML")
     values.set_defaults(run=_helm_values)
 
-    overlay = manifest_commands.add_parser(
-        "overlay",
-        help="write a kustomize overlay installing deploy/base with a policy: its ConfigMap, "
-        "webhook configurations and PriorityClasses (kubectl apply -k DIR)",
-    )
-    overlay.add_argument("--policy", type=Path, required=True, help="policy YAML")
-    overlay.add_argument(
-        "--output-dir", type=Path, required=True, help="the overlay's folder (made if missing)"
-    )
-    overlay.add_argument(
-        "--base",
-        help="the base as the overlay names it: a path relative to the overlay or a remote "
-        "reference (github.com/ORG/gpu-admission/deploy/base?ref=TAG); default: deploy/base "
-        "of the repository holding the current directory, relative to the overlay",
-    )
-    overlay.set_defaults(run=_overlay)
-
-    guards = manifest_commands.add_parser(
-        "guards",
-        help="write the optional guards of deploy/guards/ for a policy: the priority-class "
-        "quota, its admission configuration and the opt-in label's policy",
-    )
-    guards.add_argument("--policy", type=Path, required=True, help="policy YAML")
-    guards.add_argument(
-        "--output-dir", type=Path, required=True, help="where the files are written"
-    )
-    guards.set_defaults(run=_guards)
+    _add_overlay_command(manifest_commands)
+    _add_guards_command(manifest_commands)
 
     flavors = manifest_commands.add_parser(
         "kueue-flavors",
@@ -195,6 +170,42 @@ def _overlay(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _add_overlay_command(
+    manifest_commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    overlay = manifest_commands.add_parser(
+        "overlay",
+        help="write a kustomize overlay installing deploy/base with a policy: its ConfigMap, "
+        "webhook configurations and PriorityClasses (kubectl apply -k DIR)",
+    )
+    overlay.add_argument("--policy", type=Path, required=True, help="policy YAML")
+    overlay.add_argument(
+        "--output-dir", type=Path, required=True, help="the overlay's folder (made if missing)"
+    )
+    overlay.add_argument(
+        "--base",
+        help="the base as the overlay names it: a path relative to the overlay or a remote "
+        "reference (github.com/ORG/gpu-admission/deploy/base?ref=TAG); default: deploy/base "
+        "of the repository holding the current directory, relative to the overlay",
+    )
+    overlay.set_defaults(run=_overlay)
+
+
+def _add_guards_command(
+    manifest_commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    guards = manifest_commands.add_parser(
+        "guards",
+        help="write the optional guards of deploy/guards/ for a policy: the priority-class "
+        "quota, its admission configuration and the opt-in label's policy",
+    )
+    guards.add_argument("--policy", type=Path, required=True, help="policy YAML")
+    guards.add_argument(
+        "--output-dir", type=Path, required=True, help="where the files are written"
+    )
+    guards.set_defaults(run=_guards)
 
 
 def _guards(args: argparse.Namespace) -> int:
