@@ -6,7 +6,8 @@ Container Toolkit reads as device requests because their path starts with its fo
 name (no slash after it), a volume no container mounts handed later to a debug
 container, and the host sockets of the container runtime and the kubelet's device
 plugins. The namespace enforces no Pod Security level, as an opted-in namespace may not:
-hostPath volumes pass Pod Security there, and gpu-admission alone refuses these.
+hostPath volumes pass Pod Security there, and gpu-admission alone refuses these (and,
+since host-access, every folder of the node the policy does not allow).
 """
 
 from __future__ import annotations
@@ -71,10 +72,22 @@ def test_a_mount_path_that_starts_with_the_toolkits_folder_name_is_refused(
     assert "device request of the NVIDIA runtime's volume-mounts strategy" in result.stderr
 
 
-def test_a_debug_container_may_not_mount_a_volume_the_pod_was_admitted_with_as_a_request(
-    tenant: Tenant,
+def admitted_before_opt_in(
+    controlplane: ControlPlane, namespace: str, manifest: dict[str, Any]
 ) -> None:
-    tenant.create(with_volume("holder", "/dev/null", None))
+    """`manifest` created while `namespace` was not opted in (the webhooks never saw it),
+    then the namespace opted in again: a pod no rule of today would admit."""
+    controlplane.kubectl("label", "namespace", namespace, "gpu-admission.io/enabled-")
+    try:
+        controlplane.apply(json.dumps(manifest), namespace=namespace)
+    finally:
+        controlplane.kubectl("label", "namespace", namespace, "gpu-admission.io/enabled=true")
+
+
+def test_a_debug_container_may_not_mount_a_volume_the_pod_was_admitted_with_as_a_request(
+    tenant: Tenant, controlplane: ControlPlane
+) -> None:
+    admitted_before_opt_in(controlplane, tenant.namespace, with_volume("holder", "/dev/null", None))
     debugger = {
         "name": "debugger",
         "image": "registry.example/debug:1",
@@ -112,7 +125,9 @@ def test_a_host_socket_of_the_runtime_or_the_device_plugins_is_refused(
     assert "container runtime, kubelet device plugins or NVIDIA stack" in result.stderr
 
 
-def test_the_tenant_may_create_a_class_pod_with_an_ordinary_volume(tenant: Tenant) -> None:
+def test_the_tenant_may_create_a_class_pod_with_a_volume_of_its_own(tenant: Tenant) -> None:
+    """A folder of the node is the policy's to allow (tests/e2e/test_host_access.py)."""
     manifest = with_volume("ordinary", "/var/lib/models", "/models")
+    manifest["spec"]["volumes"] = [{"name": "host", "emptyDir": {}}]
 
     assert tenant.create(manifest).returncode == 0

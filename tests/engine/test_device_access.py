@@ -94,8 +94,11 @@ class TestDeviceMounts:
         assert rules(decision) == ["device-mounts"]
 
     @pytest.mark.parametrize("path", ["/var/lib/models", "/dev/shm", "/data"])
-    def test_other_host_paths_pass(self, engine: Engine, path: str) -> None:
-        assert admitted(engine, with_host_path(path)).allowed
+    def test_other_host_paths_are_no_device_mount_but_need_the_policys_allowance(
+        self, engine: Engine, path: str
+    ) -> None:
+        """host-access refuses them unless the policy allows the folder (test_host_access)."""
+        assert rules(admitted(engine, with_host_path(path))) == ["host-access"]
 
     @pytest.mark.parametrize(
         "mount_path",
@@ -144,7 +147,7 @@ class TestDeviceMounts:
             volumes=[{"name": "null", "hostPath": {"path": "/dev/null"}}],
         )
         decision = admitted(engine, obj)
-        assert rules(decision) == ["device-mounts"]
+        assert rules(decision) == ["device-mounts", "host-access"]
         assert "'/var/run/nvidia-container-devicesall'" in decision.message
 
 
@@ -186,8 +189,10 @@ class TestHostSocketsOfTheGpuStack:
     @pytest.mark.parametrize(
         "path", ["/var/lib/kubelet-data", "/var/lib/models", "/tmp/scratch", "/run/user"]
     )
-    def test_neighbouring_host_paths_pass(self, engine: Engine, path: str) -> None:
-        assert admitted(engine, with_host_path(path)).allowed
+    def test_neighbouring_host_paths_are_left_to_host_access(
+        self, engine: Engine, path: str
+    ) -> None:
+        assert rules(admitted(engine, with_host_path(path))) == ["host-access"]
 
 
 class TestPrivilegedContainers:

@@ -59,6 +59,7 @@ CASES: dict[str, Judge] = {
     "device-env": lambda e: admitted(e, pod("training", containers=[container(env=[{"name": "NVIDIA_IMEX_CHANNELS", "value": "0"}])])),
     "device-annotations": lambda e: admitted(e, {**pod("training"), "metadata": {"name": "p", "namespace": "ml", "labels": {"gpu-admission.io/workload": "training"}, "annotations": {"cdi.k8s.io/x": "nvidia.com/gpu=all"}}}),
     "device-mounts": lambda e: admitted(e, pod("training", volumes=[{"name": "d", "hostPath": {"path": "/dev/nvidia0"}}])),
+    "host-access": lambda e: admitted(e, pod("training", hostPID=True)),
     "privileged-containers": lambda e: admitted(e, pod("training", containers=[container(securityContext={"privileged": True})])),
     "workload-class": lambda e: validated(e, pod("batch")),
     "non-gpu-placement": lambda e: validated(e, pod(tolerations=[{"operator": "Exists"}])),

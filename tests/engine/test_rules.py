@@ -110,7 +110,7 @@ class TestUnknownRuleNames:
         )
         assert raised.value.reason == (
             "unknown rule 'gpu-cout'; rules: visible-devices, device-env, device-annotations, "
-            "device-mounts, privileged-containers, workload-class, non-gpu-placement, "
+            "device-mounts, host-access, privileged-containers, workload-class, non-gpu-placement, "
             "pool-placement, gpu-model, gpu-quantity, gpu-count, mig-profile, priority-class, "
             "resource-claims, claims-not-judged"
         )
@@ -174,6 +174,7 @@ class TestOutcomes:
             "device-env": "pass",
             "device-annotations": "pass",
             "device-mounts": "pass",
+            "host-access": "pass",
             "privileged-containers": "pass",
             "workload-class": "fail",
         }

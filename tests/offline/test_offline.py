@@ -134,7 +134,13 @@ class TestReadingManifests:
             read_manifest_files([str(missing)], io.StringIO(""))
 
 
-RUNTIME_RULES = ("device-env", "device-annotations", "device-mounts", "privileged-containers")
+RUNTIME_RULES = (
+    "device-env",
+    "device-annotations",
+    "device-mounts",
+    "host-access",
+    "privileged-containers",
+)
 """What the runtime honours: judged for every pod that can reach a GPU node."""
 
 

@@ -14,7 +14,7 @@ from webhook.policy import load_policy_text
 from webhook.policy.compiled import Taint
 from webhook.policy.load import default_policy_text
 
-EXAMPLES = ("taints", "workloadKinds", "dra", "enforcement", "exemptions")
+EXAMPLES = ("taints", "workloadKinds", "dra", "hostAccess", "enforcement", "exemptions")
 """The keys whose commented example the default policy shows, each a block that opens
 with `# <key>:` and goes on with lines of `#` and at least two spaces."""
 
@@ -69,6 +69,51 @@ def test_an_inference_pod_of_the_taints_example_tolerates_every_taint_of_its_nod
         {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
     ]
     assert admitted(engine, obj).allowed
+
+
+def test_the_host_access_example_lets_every_pod_read_the_model_cache_and_write_nothing() -> None:
+    engine = engine_of(uncommented(default_policy_text(), "hostAccess"))
+
+    def reading(read_only: bool) -> dict[str, object]:
+        mount = {"name": "models", "mountPath": "/models", "readOnly": read_only}
+        return pod(
+            "inference",
+            containers=[container(volumeMounts=[mount])],
+            volumes=[{"name": "models", "hostPath": {"path": "/data/models/llama"}}],
+        )
+
+    assert admitted(engine, reading(True)).allowed
+    assert not admitted(engine, reading(False)).allowed
+    assert not admitted(engine_of(default_policy_text()), reading(True)).allowed
+
+
+@pytest.mark.parametrize(
+    ("class_text", "workload", "spec"),
+    [
+        (
+            "hostAccess: {paths: [{path: /tmp/nvidia-mps, readOnly: false}]}",
+            "inference",
+            {
+                "containers": [
+                    container(volumeMounts=[{"name": "mps", "mountPath": "/tmp/nvidia-mps"}])
+                ],
+                "volumes": [{"name": "mps", "hostPath": {"path": "/tmp/nvidia-mps"}}],
+            },
+        ),
+        ("hostAccess: {hostNetwork: true}", "training", {"hostNetwork": True}),
+    ],
+    ids=["kai-mps", "rdma"],
+)
+def test_each_class_example_of_host_access_admits_what_its_comment_says(
+    class_text: str, workload: str, spec: dict[str, object]
+) -> None:
+    text = default_policy_text()
+    assert f"#     {class_text}\n" in text
+    anchor = f"  {workload}:\n    pools: [{workload}]\n"
+    with_class = text.replace(anchor, f"{anchor}    {class_text}\n")
+
+    assert admitted(engine_of(with_class), pod(workload, **spec)).allowed
+    assert not admitted(engine_of(text), pod(workload, **spec)).allowed
 
 
 def test_the_examples_are_comments_of_the_default_policy_not_settings() -> None:

@@ -35,6 +35,7 @@ from webhook.engine.pod import PodView
 from webhook.engine.pod_answers import MAX_ANSWERS, pod_key
 from webhook.engine.request import AdmissionRequest, refusal
 from webhook.engine.rules import RULES, Findings, Registry, RuleContext
+from webhook.engine.rules.host_access import refuse_folders_holding_the_stack
 from webhook.engine.templates import template_kinds
 from webhook.policy.compiled import Policy
 
@@ -43,8 +44,10 @@ class Engine:
     def __init__(
         self, policy: Policy, rules: Registry = RULES, handlers: HandlerRegistry = HANDLERS
     ) -> None:
-        """Raises PolicyError when the policy's `enforcement` names a rule not in `rules`."""
+        """Raises PolicyError when the policy's `enforcement` names a rule not in `rules`,
+        or its hostAccess allows a folder holding the runtime's sockets or the GPUs'."""
         rules.refuse_unknown_rules(policy)
+        refuse_folders_holding_the_stack(policy)
         self.policy = policy
         self.rules = rules
         self.handlers = handlers

@@ -17,8 +17,9 @@ def compile_policy(spec: model.PolicySpec, catalog: MigCatalog, source: str) -> 
     """The frozen policy of a model that passed pydantic and ``reference_problems``."""
     pools = {name: _compile_pool(name, pool, spec, catalog) for name, pool in spec.pools.items()}
     class_modes = spec.enforcement.classes
+    host_access = _compile_host_access(spec.host_access)
     classes = {
-        name: _compile_class(name, workload, pools, class_modes.get(name))
+        name: _compile_class(name, workload, pools, class_modes.get(name), host_access)
         for name, workload in spec.classes.items()
     }
     node_kinds = _node_kinds(spec.node_labels.pool, spec.node_labels.model, pools)
@@ -51,6 +52,7 @@ def compile_policy(spec: model.PolicySpec, catalog: MigCatalog, source: str) -> 
             for e in spec.exemptions
         ),
         named_rules=_named_rules(spec),
+        host_access=host_access,
         dra=_compile_dra(spec.dra),
         device_env=frozenset(spec.resources.device_env),
         dra_extended_resources={
@@ -173,6 +175,7 @@ def _compile_class(
     workload: model.WorkloadClass,
     pools: dict[str, compiled.Pool],
     enforcement: model.ClassEnforcement | None = None,
+    host_access: compiled.HostAccess | None = None,
 ) -> compiled.WorkloadClass:
     class_pools = [pools[p] for p in workload.pools]
     co_location = workload.co_location
@@ -202,7 +205,16 @@ def _compile_class(
         models=tuple(dict.fromkeys(m for p in class_pools for m in p.models)),
         rule_modes=dict(enforcement.rules) if enforcement else {},
         mutate=enforcement.mutate if enforcement else True,
+        host_access=(host_access or compiled.HostAccess())
+        | _compile_host_access(workload.host_access),
     )
+
+
+def _compile_host_access(access: model.HostAccess) -> compiled.HostAccess:
+    paths: dict[str, bool] = {}
+    for allowed in access.paths:
+        paths[allowed.path] = paths.get(allowed.path, False) or not allowed.read_only
+    return compiled.HostAccess(paths, access.host_network, access.host_pid, access.host_ipc)
 
 
 def _unique(taints: object) -> tuple[compiled.Taint, ...]:

@@ -202,6 +202,39 @@ class CoLocation:
 
 
 @dataclass(frozen=True, slots=True)
+class HostAccess:
+    """What of the node a pod may use (hostAccess): hostPath folders, each with whether
+    it may be written, and the node's namespaces."""
+
+    paths: Mapping[str, bool] = field(default_factory=dict)
+    """Folder -> whether a container may mount it (or inside it) writable."""
+    host_network: bool = False
+    host_pid: bool = False
+    host_ipc: bool = False
+
+    def __or__(self, more: HostAccess) -> HostAccess:
+        """This and `more`: a folder writable in either is writable."""
+        paths = dict(self.paths)
+        for path, writable in more.paths.items():
+            paths[path] = paths.get(path, False) or writable
+        return HostAccess(
+            paths,
+            self.host_network or more.host_network,
+            self.host_pid or more.host_pid,
+            self.host_ipc or more.host_ipc,
+        )
+
+    def folder_of(self, path: str) -> tuple[str, bool] | None:
+        """(folder, writable) of the allowed folder holding the clean `path` (the
+        deepest, when nested ones are allowed), None for none."""
+        held = [f for f in self.paths if path == f or path.startswith(f + "/")]
+        if not held:
+            return None
+        folder = max(held, key=len)
+        return folder, self.paths[folder]
+
+
+@dataclass(frozen=True, slots=True)
 class WorkloadClass:
     name: str
     pools: tuple[str, ...]
@@ -219,6 +252,8 @@ class WorkloadClass:
     """Rule name -> `enforce`, `warn` or `audit` for the class's pods, over the policy's."""
     mutate: bool = True
     """False: the class's pods are not mutated (and are judged as written)."""
+    host_access: HostAccess = field(default_factory=HostAccess)
+    """What of the node the class's pods may use: the policy's hostAccess and its own."""
 
     def pinned_model(self, label: str | None) -> str | None:
         """The GPU model a pod whose model label is `label` is pinned to: `label` when the
@@ -297,6 +332,9 @@ class Policy:
     """Extended resource name -> ``gpu`` or ``mig``: the names under which a pod asks for
     devices of the policy's DeviceClasses without a claim
     (``deviceclass.resource.kubernetes.io/<class>``); the scheduler makes the claim."""
+    host_access: HostAccess = field(default_factory=HostAccess)
+    """What of the node every pod that can reach a GPU node may use (a class's pods: its
+    ``host_access``, which holds this)."""
     revision: str = ""
     """The first 12 hex digits of the SHA-256 of the policy's text (those of the chart's
     `checksum/policy` and install's `gpu-admission.io/policy-sha256`), which mutated pods

@@ -7,6 +7,7 @@ off.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from typing import Annotated, Any, Literal
 
@@ -261,12 +262,63 @@ class CoLocation(StrictModel):
         return keys
 
 
+class HostPath(StrictModel):
+    """A folder of the node a pod may mount as a hostPath volume, itself or inside it."""
+
+    path: str = Field(
+        max_length=4096,
+        description="an absolute, clean path of the node, not / (every path is inside it)",
+    )
+    read_only: bool = Field(
+        default=True,
+        alias="readOnly",
+        description="true: every container mounts it readOnly; false: it may write there",
+    )
+
+    @field_validator("path")
+    @classmethod
+    def _clean(cls, path: str) -> str:
+        if not path.startswith("/") or "\x00" in path:
+            raise ValueError(f"{path!r} is not an absolute path of the node")
+        if path == "/":
+            raise ValueError("'/' is every folder of the node: allow those the pods need")
+        clean = posixpath.normpath(path)
+        if clean != path or path.startswith("//"):
+            raise ValueError(f"{path!r} is not a clean absolute path; write {clean!r}")
+        return path
+
+
+class HostAccess(StrictModel):
+    """What of the node a pod that can reach a GPU node may use: nothing by default."""
+
+    paths: list[HostPath] = Field(
+        default_factory=list,
+        description="folders a hostPath volume may mount (the folder or inside it)",
+    )
+    host_network: bool = Field(
+        default=False, alias="hostNetwork", description="the node's network namespace"
+    )
+    host_pid: bool = Field(
+        default=False, alias="hostPID", description="the node's processes (every tenant's)"
+    )
+    host_ipc: bool = Field(
+        default=False,
+        alias="hostIPC",
+        description="the node's IPC namespace and /dev/shm (MPS clients need it)",
+    )
+
+
 class WorkloadClass(StrictModel):
     pools: list[str] = Field(min_length=1)
     preferred_pools: list[PreferredPool] = Field(default_factory=list, alias="preferredPools")
     priority_class: PriorityClassRef = Field(alias="priorityClass")
     default_gpus: int = Field(default=1, alias="defaultGpus", ge=0, le=1024)
     co_location: CoLocation | None = Field(default=None, alias="coLocation")
+    host_access: HostAccess = Field(
+        default_factory=HostAccess,
+        alias="hostAccess",
+        description="what of the node the class's pods may use besides the policy's hostAccess",
+    )
 
 
 class WorkloadKind(StrictModel):
@@ -432,6 +484,15 @@ class PolicySpec(StrictModel):
             "how GPUs claimed through Dynamic Resource Allocation are recognised: the "
             "drivers publishing them, the DeviceClasses meaning whole GPUs and MIG slices, "
             "and the device attributes naming product, type and MIG profile"
+        ),
+    )
+    host_access: HostAccess = Field(
+        default_factory=HostAccess,
+        alias="hostAccess",
+        description=(
+            "what of the node every pod that can reach a GPU node may use: hostPath "
+            "folders, the node's network, processes and IPC; nothing by default, a "
+            "class's hostAccess adds to it for the class's pods"
         ),
     )
     enforcement: Enforcement = Field(default_factory=Enforcement)

@@ -44,6 +44,7 @@ from webhook.engine.pod_answers import glance, kept_patch
 from webhook.engine.request import AdmissionRequest
 from webhook.engine.rules.device_access import debug_container_mounts, privileged_containers
 from webhook.engine.rules.device_env import check_device_env
+from webhook.engine.rules.host_access import debug_host_mounts
 from webhook.engine.rules.registry import with_modes
 from webhook.engine.rules.visibility import check_visible_devices
 from webhook.errors import MalformedObject
@@ -164,7 +165,8 @@ def validate_debug_containers(engine: Engine, review: Review) -> Decision:
         found = [
             *check_visible_devices(policy, debug),
             *check_device_env(policy, debug),
-            *debug_container_mounts(pod, debug),
+            *debug_container_mounts(policy, pod, debug),
+            *debug_host_mounts(policy, pod, debug),
             # A class pod runs on a GPU node; where a pod of no class runs is only known
             # to it, and it was kept off GPU nodes at its CREATE.
             *(privileged_containers(debug) if label in policy.classes else ()),

@@ -15,6 +15,7 @@ from webhook.engine.rules import (
     claims,
     device_access,
     device_env,
+    host_access,
     node_name,
     placement,
     priority,
@@ -85,6 +86,11 @@ RULES = Registry(
             device_access.MOUNTS,
             applies=EVERY_POD,
             checks=(Check(Step.CONTAINERS, EVERY_POD, device_access.check_mounts),),
+        ),
+        Rule(
+            host_access.RULE,
+            applies=EVERY_POD,
+            checks=(Check(Step.CONTAINERS, EVERY_POD, host_access.check),),
         ),
         Rule(
             device_access.PRIVILEGED,

@@ -27,14 +27,15 @@ For a pod that can reach a GPU node (see reach.py):
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from webhook.engine.decision import Violation, echo
 from webhook.engine.pod import Container, PodView
-from webhook.engine.rules.context import RuleContext
+from webhook.engine.rules.context import RuleContext, Standing
+from webhook.engine.rules.host_paths import allowed_folder, host_path_volumes, normal_path
 from webhook.engine.rules.reach import may_reach_gpu_node
+from webhook.policy.compiled import Policy
 
 ANNOTATIONS = "device-annotations"
 MOUNTS = "device-mounts"
@@ -142,7 +143,8 @@ def check_annotations(context: RuleContext) -> list[Violation]:
 
 def check_mounts(context: RuleContext) -> list[Violation]:
     pod = context.pod
-    host_paths = _host_paths(pod.spec.get("volumes"))
+    label = context.label if context.standing is Standing.KNOWN_CLASS else None
+    host_paths = _unallowed(context.policy, label, pod)
     stack = [
         f"hostPath volume {echo(name)} mounts {echo(path)} of the node, {STACK_WHY}"
         for name, path in host_paths.items()
@@ -165,14 +167,26 @@ def _mount_violations(found: list[str]) -> list[Violation]:
     return [Violation(MOUNTS, f"{what}; remove it") for what in found[:PER_POD_LIMIT]]
 
 
-def debug_container_mounts(pod: PodView, debug: Iterable[Container]) -> list[Violation]:
+def _unallowed(policy: Policy, label: str | None, pod: PodView) -> dict[str, str]:
+    """The hostPath volumes of `pod` outside the folders its class (or the policy) allows:
+    an allowed folder is the operator's word that the pods need it (MPS's pipes, say)."""
+    return {
+        name: path
+        for name, path in host_path_volumes(pod.spec.get("volumes")).items()
+        if allowed_folder(policy, label, path) is None
+    }
+
+
+def debug_container_mounts(
+    policy: Policy, pod: PodView, debug: Iterable[Container]
+) -> list[Violation]:
     """What judges the mounts of debug containers added to a running pod: a path the
     toolkit reads as a device request, and any volume of the pod's (judged or not when
-    it was created) that holds the node's devices."""
+    it was created) that holds the node's devices, outside what the policy allows."""
     debug = tuple(debug)
     refused = {
         name: (path, DEVICES_WHY if _is_device_host_path(path) else STACK_WHY)
-        for name, path in _host_paths(pod.spec.get("volumes")).items()
+        for name, path in _unallowed(policy, pod.labels.get(policy.workload_label), pod).items()
         if _is_device_host_path(path) or _is_stack_host_path(path)
     }
     found = [f"{what}, {DEVICES_WHY}" for what in device_list_mounts(debug)]
@@ -238,27 +252,28 @@ def _is_cdi(key: str) -> bool:
     return domain == CDI_DOMAIN or domain.endswith("." + CDI_DOMAIN)
 
 
-def _host_paths(volumes: Any) -> dict[str, str]:
-    found: dict[str, str] = {}
-    for volume in volumes if isinstance(volumes, list) else []:
-        if not isinstance(volume, dict) or "hostPath" not in volume:
-            continue
-        host_path = _mapping(volume["hostPath"]).get("path")
-        name = _mapping(volume).get("name")
-        if isinstance(host_path, str) and isinstance(name, str):
-            found[name] = host_path
-    return found
+def stack_folders_held(folder: str) -> list[str]:
+    """The device and stack folders `folder` holds (strictly): what allowing it would
+    hand a pod besides what it names."""
+    known = (*DEVICE_HOST_PATHS, DEVICE_NODE_PREFIX, *STACK_HOST_PATHS)
+    return [path for path in known if path.startswith(folder + "/")]
+
+
+def named_by_device_mounts(path: str) -> bool:
+    """Whether device-mounts refuses a hostPath of `path` (outside an allowed folder):
+    host-access then says nothing more of it."""
+    return _is_device_host_path(path) or _is_stack_host_path(path)
 
 
 def _is_device_host_path(path: str) -> bool:
-    normal = _normal(path)
+    normal = normal_path(path)
     if normal.startswith(DEVICE_NODE_PREFIX) or normal == "/":
         return True
     return _in_or_holding(normal, (*DEVICE_HOST_PATHS, DEVICE_NODE_PREFIX))
 
 
 def _is_stack_host_path(path: str) -> bool:
-    return _in_or_holding(_normal(path), STACK_HOST_PATHS)
+    return _in_or_holding(normal_path(path), STACK_HOST_PATHS)
 
 
 def _in_or_holding(normal: str, paths: tuple[str, ...]) -> bool:
@@ -282,19 +297,13 @@ def device_list_mounts(containers: Iterable[Container]) -> list[str]:
             # Cleaning only drops components: a path without the name cannot start with it.
             if not isinstance(path, str) or DEVICE_LIST_NAME not in path:
                 continue
-            if _normal(path).startswith(DEVICE_LIST_PREFIXES):
+            if normal_path(path).startswith(DEVICE_LIST_PREFIXES):
                 found.append(
                     f"{container.describe} mounts a volume at {echo(path)} (spec."
                     f"{container.list_name}[{container.index}].volumeMounts[{index}]), a "
                     "device request of the NVIDIA runtime's volume-mounts strategy"
                 )
     return found
-
-
-def _normal(path: str) -> str:
-    """The path as the node resolves its dots and slashes (not its symlinks)."""
-    normal = posixpath.normpath("/" + path.lstrip("/"))
-    return "/" if normal == "//" else normal
 
 
 def _mapping(value: Any) -> Mapping[Any, Any]:
