@@ -125,13 +125,20 @@ def pod_updates(draw: Any, policy: Policy, old: Json) -> Json:
     """`old` changed as the API lets a pod's update change it."""
     new = copy.deepcopy(old)
     metadata, spec = new["metadata"], new["spec"]
-    change = draw(st.sampled_from(("labels", "unlabel", "annotate", "image", "tolerate", "ungate")))
+    changes = ("labels", "unlabel", "model", "annotate", "cdi", "image", "tolerate", "ungate")
+    change = draw(st.sampled_from(changes))
     if change == "labels":
         metadata["labels"] = {**metadata.get("labels", {}), policy.workload_label: "training"}
     elif change == "unlabel":
         metadata.pop("labels", None)
+    elif change == "model":
+        model = draw(st.sampled_from(("A100", "H100", "")))
+        metadata["labels"] = {**metadata.get("labels", {}), policy.gpu_model_label: model}
     elif change == "annotate":
         metadata["annotations"] = {"example.com/note": "x"}
+    elif change == "cdi":
+        key = draw(st.sampled_from(("nvidia.cdi.k8s.io/pod", "cdi.k8s.io/x", "xcdi.k8s.io/y")))
+        metadata["annotations"] = {**metadata.get("annotations", {}), key: "nvidia.com/gpu=all"}
     elif change == "image":
         spec["containers"][0]["image"] = "app:3"
     elif change == "tolerate":

@@ -45,7 +45,7 @@ from webhook.engine.handlers import HANDLERS, Handler, HandlerRegistry, Review
 from webhook.engine.handlers.declaration import Condition, request_key
 from webhook.engine.handlers.env_keys import VALIDATE_ENV_KEYS
 from webhook.engine.handlers.pods import MUTATE_UNCLASSED
-from webhook.engine.handlers.twins import env_key_held, gpu_relevant_pod, scheduling_changed
+from webhook.engine.handlers.twins import env_key_held, gpu_relevant_pod, judged_change
 from webhook.engine.request import AdmissionRequest
 from webhook.http.review import read_request
 from webhook.install.configurations import Endpoint, render_webhook_configurations
@@ -75,6 +75,11 @@ def disagreements(
     """What the handlers' Python twins say of `review` that kube-apiserver does not."""
     request = read_request(orjson.dumps({**admission_review({}), "request": review}))
     found = []
+    called = {
+        _judge(engine, h, request)
+        for h in engine.handlers.installed()
+        if matched[h.webhook_name].called
+    }
     for handler in engine.handlers.installed():
         seen = matched[handler.webhook_name]
         found += _twins_disagree(policy, handler, request, seen)
@@ -89,8 +94,11 @@ def disagreements(
             route = engine.routes.route(handler.name, request)
             if route is not None and route[0] is not handler:
                 found.append(f"{handler.name}: called, but judged by {route[0].name}")
-        if not seen.called and not _kept_by_design(policy, handler, request):
-            found += _hidden_opinion(engine, handler, request, seen.failed)
+        if seen.called or _kept_by_design(policy, handler, request):
+            continue
+        if _judge(engine, handler, request) in called - {None}:
+            continue  # another webhook brings the request to the same judge
+        found += _hidden_opinion(engine, handler, request, seen.failed)
     return found + _offline_disagrees(engine, request, matched)
 
 
@@ -129,12 +137,19 @@ def _twins_disagree(
 
 def _kept_by_design(policy: Policy, handler: Handler, request: AdmissionRequest) -> bool:
     """The two narrowings the conditions make on purpose: a pod's update that leaves
-    where it can land as it was (its CREATE was judged; labels, annotations and images
-    are not judged again), and debug containers added to a pod of no class that the
-    policy has no opinion on (no GPU node runs it, so none has GPUs to hide)."""
-    if not scheduling_changed(policy, request):
+    where it can land and what it was admitted as as they were (its CREATE was judged;
+    other labels, annotations and images are not judged again), and debug containers
+    added to a pod of no class that the policy has no opinion on (no GPU node runs it,
+    so none has GPUs to hide)."""
+    if not judged_change(policy, request):
         return True
     return handler is MUTATE_UNCLASSED and not gpu_relevant_pod(policy, request)
+
+
+def _judge(engine: Engine, handler: Handler, request: AdmissionRequest) -> object:
+    """The judge of the request's operation by `handler`'s own rule, None for none."""
+    rule = engine.routes.own[handler.name].get(request_key(request))
+    return None if rule is None else rule.judges[request.operation]
 
 
 def _hidden_opinion(

@@ -129,7 +129,8 @@ def test_a_class_label_dropped_with_a_toleration_added_in_one_update_is_refused(
     controlplane: ControlPlane, live: WebhookServer, opted_in: str
 ) -> None:
     """The workload label decides which webhook sees a pod; an UPDATE that removes it
-    while adding another pool's toleration is still judged, on the pod it would make."""
+    while adding another pool's toleration is still judged, and refused for the class it
+    drops: a pod is what it was admitted as."""
     controlplane.apply(
         pod_manifest("relabelled", labels={"gpu-admission.io/workload": "inference"}),
         namespace=opted_in,
@@ -154,7 +155,7 @@ def test_a_class_label_dropped_with_a_toleration_added_in_one_update_is_refused(
 
     assert result.returncode != 0, result.stdout
     assert DENIED.search(result.stderr), result.stderr
-    assert "requests nvidia.com/gpu but has no label gpu-admission.io/workload" in result.stderr
+    assert "changes label 'gpu-admission.io/workload' from 'inference' to none" in result.stderr
     pod = controlplane.get_json("pod", "relabelled", opted_in)
     assert pod["metadata"]["labels"]["gpu-admission.io/workload"] == "inference"
     assert toleration not in pod["spec"]["tolerations"]

@@ -137,7 +137,9 @@ def test_a_class_pod_is_validated_at_its_create_without_a_condition(rendered: An
     ]
 
 
-def test_pod_updates_reach_validation_only_when_scheduling_fields_change(rendered: Any) -> None:
+def test_pod_updates_reach_validation_when_placement_or_what_it_was_admitted_as_changes(
+    rendered: Any,
+) -> None:
     hooks = by_name(rendered)
     updates = hooks["validate-updates.gpu-admission.io"]
     unclassed = hooks["validate-unclassed.gpu-admission.io"]
@@ -145,10 +147,10 @@ def test_pod_updates_reach_validation_only_when_scheduling_fields_change(rendere
         (["UPDATE"], ["pods"]),
     ]
     assert updates["objectSelector"] == hooks["validate.gpu-admission.io"]["objectSelector"]
-    assert [c["name"] for c in updates["matchConditions"]] == ["scheduling-changed"]
+    assert [c["name"] for c in updates["matchConditions"]] == ["judged-change"]
     assert [c["name"] for c in unclassed["matchConditions"]] == [
         "gpu-relevant-pod",
-        "scheduling-changed",
+        "judged-change",
     ]
     assert [(r["operations"], r["resources"]) for r in unclassed["rules"]] == [
         (["CREATE", "UPDATE"], ["pods"]),
@@ -157,6 +159,11 @@ def test_pod_updates_reach_validation_only_when_scheduling_fields_change(rendere
     changed = updates["matchConditions"][0]["expression"]
     for field in ("tolerations", "nodeSelector", "affinity", "schedulingGates"):
         assert f"object.spec.{field} != oldObject.spec.{field}" in changed
+    for label in ("gpu-admission.io/workload", "gpu-admission.io/gpu-model"):
+        assert (
+            f"object.metadata.labels['{label}'] != oldObject.metadata.labels['{label}']" in changed
+        )
+    assert "cdi\\.k8s\\.io" in changed
 
 
 def test_the_match_condition_names_what_the_policy_cares_about(rendered: Any) -> None:

@@ -36,6 +36,7 @@ from webhook.engine.pod_answers import MAX_ANSWERS, pod_key
 from webhook.engine.request import AdmissionRequest, refusal
 from webhook.engine.rules import RULES, Findings, Registry, RuleContext
 from webhook.engine.rules.host_access import refuse_folders_holding_the_stack
+from webhook.engine.rules.reach import may_reach_gpu_node
 from webhook.engine.templates import template_kinds
 from webhook.policy.compiled import Policy
 
@@ -164,6 +165,12 @@ class Engine:
         return self.rules.judge(
             RuleContext.of(self.policy, pod, now, self.placement, resolved, self.answers)
         )
+
+    def reaches_gpu_node(self, pod: PodView, now: CapacityNow = STATIC) -> bool:
+        """Whether the pod is a class pod, asks for GPUs or can land on a GPU node: what the
+        runtime's device checks ask first (``webhook.engine.rules.reach``)."""
+        context = RuleContext.of(self.policy, pod, now, self.placement, answers=self.answers)
+        return may_reach_gpu_node(context)
 
     def rule_outcomes(
         self, pod: PodView, now: CapacityNow = STATIC, claims: ClaimObjects = NO_CLAIMS

@@ -362,6 +362,14 @@ class Policy:
         `device_env`."""
         return self.device_env | {self.visible_devices_env}
 
+    @property
+    def fixed_label_keys(self) -> tuple[str, ...]:
+        """The labels a pod is judged by, which an update may not change: its workload
+        class, its GPU model and those an exemption matches."""
+        keys = [self.workload_label, self.gpu_model_label]
+        keys += sorted({key for e in self.exemptions for key in e.pod_labels})
+        return tuple(dict.fromkeys(keys))
+
     def exemption_for(self, namespace: str, labels: Mapping[str, str]) -> Exemption | None:
         """The first exemption matching a pod in `namespace` with `labels`."""
         for exemption in self.exemptions:

@@ -13,6 +13,7 @@ from webhook.engine.handlers.twins import (
     env_key_held,
     gpu_relevant,
     gpu_relevant_pod,
+    judged_change,
     scheduling_changed,
     workload_relevant,
 )
@@ -86,6 +87,42 @@ def test_an_update_of_labels_leaves_scheduling_as_it_was(policy: Policy) -> None
     )
     assert scheduling_changed(policy, pod_create(tolerating, operation="UPDATE", old_object=old))
     assert scheduling_changed(policy, pod_create(old))
+
+
+@pytest.mark.parametrize(
+    ("labels", "annotations"),
+    [
+        ({"gpu-admission.io/workload": "training"}, {}),  # another class
+        ({}, {}),  # the class dropped
+        ({"gpu-admission.io/workload": "inference", "gpu-admission.io/gpu-model": "A100"}, {}),
+        ({"gpu-admission.io/workload": "inference"}, {"nvidia.cdi.k8s.io/pod": "x"}),
+        ({"gpu-admission.io/workload": "inference"}, {"cdi.k8s.io/gpu": "nvidia.com/gpu=all"}),
+    ],
+)
+def test_an_update_of_what_a_pod_was_admitted_as_is_a_change_judged(
+    policy: Policy, labels: dict[str, str], annotations: dict[str, str]
+) -> None:
+    old = cpu_pod(tolerations=[])
+    old["metadata"]["labels"] = {"gpu-admission.io/workload": "inference"}
+    new = {**old, "metadata": {**old["metadata"], "labels": labels, "annotations": annotations}}
+
+    assert judged_change(policy, pod_create(new, operation="UPDATE", old_object=old))
+
+
+def test_other_labels_and_annotations_are_no_change_judged(policy: Policy) -> None:
+    old = cpu_pod(tolerations=[])
+    old["metadata"]["labels"] = {"gpu-admission.io/workload": "inference"}
+    old["metadata"]["annotations"] = {"nvidia.cdi.k8s.io/pod": "x"}
+    new = {
+        **old,
+        "metadata": {
+            **old["metadata"],
+            "labels": {"gpu-admission.io/workload": "inference", "app": "b"},
+            "annotations": {"nvidia.cdi.k8s.io/pod": "x", "xcdi.k8s.io/a": "y"},
+        },
+    }
+
+    assert not judged_change(policy, pod_create(new, operation="UPDATE", old_object=old))
 
 
 def test_a_deployment_is_the_policys_by_its_template(policy: Policy) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from webhook.engine.handlers.template_conditions import workload_condition
 from webhook.engine.handlers.twins import SCHEDULING_FIELDS, gpu_domains
+from webhook.engine.rules.device_access import CDI_KEY_PATTERN
 from webhook.engine.templates import CONTROLLER_KINDS, mutated_template_kinds
 from webhook.policy.compiled import Policy
 
@@ -21,6 +22,7 @@ __all__ = [
     "classed_template_condition",
     "env_key_condition",
     "gpu_relevance_condition",
+    "judged_change_condition",
     "pod_reservation_condition",
     "scheduling_change_condition",
     "workload_relevance_condition",
@@ -95,6 +97,25 @@ def scheduling_change_condition() -> str:
         "(has(request.subResource) && request.subResource != '') || "
         f"{changed}"
     )
+
+
+def judged_change_condition(policy: Policy) -> str:
+    """CEL: what ``scheduling_change_condition`` says, or an update that changes a label
+    the pod is judged by (its class, its GPU model, one an exemption matches: fixed at
+    CREATE) or adds or changes an annotation asking the runtime for CDI devices."""
+    labels = " || ".join(_label_changed(key) for key in policy.fixed_label_keys)
+    new, old = "object.metadata.annotations", "oldObject.metadata.annotations"
+    devices = (
+        f"(has({new}) && {new}.exists(k, k.matches(r'{CDI_KEY_PATTERN}') && "
+        f"(!has({old}) || !(k in {old}) || {old}[k] != {new}[k])))"
+    )
+    return f"{scheduling_change_condition()} || {labels} || {devices}"
+
+
+def _label_changed(key: str) -> str:
+    new, old = "object.metadata.labels", "oldObject.metadata.labels"
+    has_new, has_old = f"(has({new}) && '{key}' in {new})", f"(has({old}) && '{key}' in {old})"
+    return f"({has_new} != {has_old}) || ({has_new} && {new}['{key}'] != {old}['{key}'])"
 
 
 def claim_relevance_condition(policy: Policy) -> str:

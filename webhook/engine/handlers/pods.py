@@ -26,7 +26,7 @@ from webhook.engine.decision import (
 )
 from webhook.engine.dra.claims import ClaimSource
 from webhook.engine.dra.pod_claims import MAX_SOURCES, ClaimObjects, pod_claims, sources_named
-from webhook.engine.handlers.cel import gpu_relevance_condition, scheduling_change_condition
+from webhook.engine.handlers.cel import gpu_relevance_condition, judged_change_condition
 from webhook.engine.handlers.declaration import (
     CLASSED,
     UNCLASSED,
@@ -37,13 +37,14 @@ from webhook.engine.handlers.declaration import (
     Review,
     static,
 )
-from webhook.engine.handlers.twins import gpu_relevant_pod, scheduling_changed
+from webhook.engine.handlers.twins import gpu_relevant_pod, judged_change
 from webhook.engine.mutate import isolate_ephemeral_containers, mutate_pod
 from webhook.engine.pod import PodView, read_pod
 from webhook.engine.pod_answers import glance, kept_patch
 from webhook.engine.request import AdmissionRequest
 from webhook.engine.rules.device_access import debug_container_mounts, privileged_containers
 from webhook.engine.rules.device_env import check_device_env
+from webhook.engine.rules.fixed_labels import fixed_at_create
 from webhook.engine.rules.host_access import debug_host_mounts
 from webhook.engine.rules.registry import with_modes
 from webhook.engine.rules.visibility import check_visible_devices
@@ -152,8 +153,9 @@ def validate_pod_create(engine: Engine, review: Review) -> Decision:
 
 def validate_debug_containers(engine: Engine, review: Review) -> Decision:
     """Debug containers added to a running pod may not pick GPUs by hand either (by
-    environment or by mount, the pod's own volumes included), nor be privileged in a
-    class pod (`kubectl debug --profile=sysadmin`): its node's GPUs are other pods'."""
+    environment or by mount, the pod's own volumes included), nor be privileged in a pod
+    that can reach a GPU node, of a class or not (`kubectl debug --profile=sysadmin`):
+    its node's GPUs are other pods'."""
     request, policy = review.request, engine.policy
     try:
         pod = read_pod(request.object, policy)
@@ -162,14 +164,17 @@ def validate_debug_containers(engine: Engine, review: Review) -> Decision:
             return exempt(exemption.reason)
         label = pod.labels.get(policy.workload_label)
         debug = pod.ephemeral_containers
+        reaches = label in policy.classes or engine.reaches_gpu_node(
+            pod, engine.capacity(review.inventory)
+        )
         found = [
             *check_visible_devices(policy, debug),
             *check_device_env(policy, debug),
             *debug_container_mounts(policy, pod, debug),
             *debug_host_mounts(policy, pod, debug),
-            # A class pod runs on a GPU node; where a pod of no class runs is only known
-            # to it, and it was kept off GPU nodes at its CREATE.
-            *(privileged_containers(debug) if label in policy.classes else ()),
+            # A class pod runs on a GPU node; a pod of no class may, where its
+            # tolerations let it (an untainted pool, a toleration of every taint).
+            *(privileged_containers(debug) if reaches else ()),
         ]
         violations = with_modes(policy, label, found)
     except MalformedObject as error:
@@ -178,12 +183,25 @@ def validate_debug_containers(engine: Engine, review: Review) -> Decision:
 
 
 def validate_pod_update(engine: Engine, review: Review) -> Decision:
-    """A pod whose scheduling fields change (tolerations, or nodeSelector and affinity of a
-    gated pod) is judged as it will be; an update is refused only for what it breaks, not
-    for what was already so (a pod admitted before its namespace opted in, say, whose
-    immutable fields could never be mended)."""
+    """A pod is what it was admitted as: an update that changes a label it is judged by
+    (``fixed_at_create``) or asks the runtime for CDI devices is refused. A pod whose
+    scheduling fields change (tolerations, or nodeSelector and affinity of a gated pod) is
+    judged as it will be; an update is refused only for what it breaks, not for what was
+    already so (a pod admitted before its namespace opted in, say, whose immutable fields
+    could never be mended)."""
     request, claims = review.request, review.claims
     now = engine.capacity(review.inventory)
+    named = subject("update of pod", request.namespace, request.name)
+    try:
+        changed = (
+            fixed_at_create(engine.policy, request.object, request.old_object)
+            if _the_policys(engine.policy, request)
+            else []
+        )
+    except MalformedObject as error:
+        return malformed(str(error))
+    if changed:
+        return judge(changed, named)
     try:
         pod = read_pod(request.object, engine.policy)
         exemption = engine.policy.exemption_for(pod_namespace(request, pod), pod.labels)
@@ -199,8 +217,23 @@ def validate_pod_update(engine: Engine, review: Review) -> Decision:
             old = []
         before = {(v.rule, v.message) for v in old}
         violations = [v for v in violations if (v.rule, v.message) not in before]
-    named = subject("update of pod", request.namespace, request.name or pod.name)
-    return judge(violations, named)
+    return judge(violations, subject("update of pod", request.namespace, request.name or pod.name))
+
+
+def _the_policys(policy: Policy, request: AdmissionRequest) -> bool:
+    """Whether a pod's update is the policy's to judge, as the webhooks that send it see
+    it: a class pod before or after (validate-updates), or a pod of no class the policy has
+    an opinion on (validate-unclassed); a CPU pod's labels are its own."""
+    label = policy.workload_label
+    if any(label in _labels(obj) for obj in (request.object, request.old_object)):
+        return True
+    return gpu_relevant_pod(policy, request)
+
+
+def _labels(obj: Any) -> dict[str, Any]:
+    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    return labels if isinstance(labels, dict) else {}
 
 
 def _pod_rule(judges: dict[str, Judge]) -> ResourceRule:
@@ -216,12 +249,8 @@ def _unlabelled_gpu_relevance(policy: Policy) -> str:
     return gpu_relevance_condition(policy, labelled=False)
 
 
-def _scheduling_changed(policy: Policy) -> str:
-    return scheduling_change_condition()
-
-
 GPU_RELEVANT = Condition("gpu-relevant-pod", _unlabelled_gpu_relevance, gpu_relevant_pod)
-SCHEDULING_CHANGED = Condition("scheduling-changed", _scheduling_changed, scheduling_changed)
+JUDGED_CHANGE = Condition("judged-change", judged_change_condition, judged_change)
 
 MUTATE = Handler(
     "mutate",
@@ -253,9 +282,10 @@ VALIDATE_UPDATES = Handler(
     "validate-updates",
     mutating=False,
     rules=static(_pod_rule({"UPDATE": validate_pod_update})),
-    summary="Judges again a class pod whose update changes where it can land.",
+    summary="Judges again a class pod whose update changes where it can land; refuses "
+    "one that changes the labels it was admitted by or asks for CDI devices.",
     selector=CLASSED,
-    conditions=(SCHEDULING_CHANGED,),
+    conditions=(JUDGED_CHANGE,),
 )
 VALIDATE_UNCLASSED = Handler(
     "validate-unclassed",
@@ -267,5 +297,5 @@ VALIDATE_UNCLASSED = Handler(
     summary="Refuses a GPU-relevant pod of no class that breaks an enforced rule (a GPU "
     "asked for, a GPU pool tolerated, devices picked by hand).",
     selector=UNCLASSED,
-    conditions=(GPU_RELEVANT, SCHEDULING_CHANGED),
+    conditions=(GPU_RELEVANT, JUDGED_CHANGE),
 )

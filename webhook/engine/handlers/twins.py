@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from webhook.engine.request import AdmissionRequest
+from webhook.engine.rules.device_access import is_cdi_annotation
 from webhook.engine.templates import (
     CONTROLLER_KINDS,
     TemplateKind,
@@ -38,6 +39,7 @@ __all__ = [
     "gpu_domains",
     "gpu_relevant",
     "gpu_relevant_pod",
+    "judged_change",
     "newly_reserved_pods",
     "reserves_a_pod",
     "scheduling_changed",
@@ -154,6 +156,38 @@ def scheduling_changed(policy: Policy, request: AdmissionRequest) -> bool:
         (field in new) != (field in old) or new.get(field) != old.get(field)
         for field in SCHEDULING_FIELDS
     )
+
+
+def judged_change(policy: Policy, request: AdmissionRequest) -> bool:
+    """Twin of ``cel.judged_change_condition``: what ``scheduling_changed`` says, or an
+    update of a pod itself that changes a label it is judged by (``fixed_label_keys``) or
+    adds or changes an annotation asking the runtime for CDI devices."""
+    if scheduling_changed(policy, request):
+        return True
+    new, old = _metadata(request.object), _metadata(request.old_object)
+    if new is None or old is None:
+        return True
+    labels, old_labels = _mapping(new.get("labels")), _mapping(old.get("labels"))
+    for key in policy.fixed_label_keys:
+        if (key in labels) != (key in old_labels) or labels.get(key) != old_labels.get(key):
+            return True
+    notes, old_notes = _mapping(new.get("annotations")), _mapping(old.get("annotations"))
+    return any(
+        isinstance(key, str) and is_cdi_annotation(key) and old_notes.get(key, _ABSENT) != value
+        for key, value in notes.items()
+    )
+
+
+_ABSENT = object()
+
+
+def _metadata(obj: Any) -> Mapping[str, Any] | None:
+    metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
+    return metadata if isinstance(metadata, Mapping) else None
+
+
+def _mapping(value: Any) -> Mapping[Any, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def _spec(obj: Any) -> Mapping[str, Any] | None:

@@ -43,6 +43,8 @@ PRIVILEGED = "privileged-containers"
 
 CDI_DOMAIN = "cdi.k8s.io"
 """Annotations whose key's domain is this or ends with `.cdi.k8s.io` ask for CDI devices."""
+CDI_KEY_PATTERN = r"^([^/]*\.)?cdi\.k8s\.io(/|$)"
+"""The same, as the RE2 pattern the webhooks' CEL matches keys with."""
 
 DEVICE_LIST_NAME = "nvidia-container-devices"
 DEVICE_LIST_PREFIXES = (f"/var/run/{DEVICE_LIST_NAME}", f"/run/{DEVICE_LIST_NAME}")
@@ -127,7 +129,7 @@ def check_annotations(context: RuleContext) -> list[Violation]:
     annotations = _mapping(_mapping(context.pod.raw.get("metadata")).get("annotations"))
     if not annotations:
         return []
-    found = [key for key in annotations if isinstance(key, str) and _is_cdi(key)]
+    found = [key for key in annotations if isinstance(key, str) and is_cdi_annotation(key)]
     if not found or not may_reach_gpu_node(context):
         return []
     return [
@@ -245,7 +247,8 @@ def _admin_capability(capabilities: Any) -> str | None:
     return next((c for c in added if isinstance(c, str) and c.upper() in CAPABILITIES), None)
 
 
-def _is_cdi(key: str) -> bool:
+def is_cdi_annotation(key: str) -> bool:
+    """Whether an annotation's key asks the runtime for CDI devices."""
     if CDI_DOMAIN not in key:
         return False
     domain = key.split("/", 1)[0]
