@@ -26,6 +26,17 @@ def tenant(
     return make_tenant(controlplane, opted_in, tmp_path)
 
 
+def cpu_pod(name: str, **spec: object) -> dict[str, object]:
+    """A pod of no class asking for no GPU, with `spec` besides its container."""
+    containers = [{"name": "c", "image": "registry.example/tool:1"}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {**spec, "containers": containers},
+    }
+
+
 def stored(tenant: Tenant, name: str) -> bool:
     found = tenant.kubectl("get", "pod", name, "--ignore-not-found", "-o", "name")
     return bool(found.stdout.strip())
@@ -73,16 +84,7 @@ def test_a_class_pod_may_not_share_the_nodes_processes_ipc_or_network(
 
 def test_a_pod_of_no_class_tolerating_every_taint_may_not_either(tenant: Tenant) -> None:
     """It may land on a GPU node: it is judged as GPU work."""
-    manifest = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "anywhere"},
-        "spec": {
-            "hostPID": True,
-            "tolerations": [{"operator": "Exists"}],
-            "containers": [{"name": "c", "image": "registry.example/tool:1"}],
-        },
-    }
+    manifest = cpu_pod("anywhere", hostPID=True, tolerations=[{"operator": "Exists"}])
 
     result = tenant.create(manifest, check=False)
 
@@ -92,17 +94,7 @@ def test_a_pod_of_no_class_tolerating_every_taint_may_not_either(tenant: Tenant)
 
 def test_a_cpu_pod_kept_off_gpu_nodes_keeps_its_host_network(tenant: Tenant) -> None:
     """What fails closed is GPU work alone: Pod Security is the namespace's own choice."""
-    manifest = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "cpu-agent"},
-        "spec": {
-            "hostNetwork": True,
-            "containers": [{"name": "c", "image": "registry.example/agent:1"}],
-        },
-    }
-
-    assert tenant.create(manifest).returncode == 0
+    assert tenant.create(cpu_pod("cpu-agent", hostNetwork=True)).returncode == 0
     assert json.loads(tenant.kubectl("get", "pod", "cpu-agent", "-o", "json").stdout)["spec"][
         "hostNetwork"
     ]
