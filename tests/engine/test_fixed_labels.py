@@ -90,6 +90,16 @@ class TestTheClassLabels:
         assert not decision.allowed
         assert rules(decision) == ["workload-class"]
 
+    def test_a_pod_exempt_as_it_was_admitted_stays_exempt(self) -> None:
+        """Its namespace's exemption (node acceptance tests, say) holds for its updates."""
+        engine = engine_with(
+            "exemptions:\n  - namespaces: [ml]\n    reason: node acceptance tests\n"
+        )
+
+        decision = updated(engine, bound_class_pod(), labels={WORKLOAD: "training"})
+
+        assert decision.allowed and not decision.violations
+
     def test_other_labels_may_change(self, engine: Engine) -> None:
         labels = {WORKLOAD: "inference", "app": "web", "version": "2"}
 
@@ -114,6 +124,14 @@ class TestDeviceAnnotations:
 
         assert rules(decision) == ["device-annotations"]
         assert f"the update gives the pod annotation '{key}'" in decision.message
+
+    def test_one_hidden_behind_many_other_annotations_is_found(self, engine: Engine) -> None:
+        notes = {f"example.com/note-{i}": "x" for i in range(300)}
+        notes["nvidia.cdi.k8s.io/pod"] = "nvidia.com/gpu=all"
+
+        assert rules(updated(engine, bound_class_pod(), annotations=notes)) == [
+            "device-annotations"
+        ]
 
     def test_other_annotations_may_change(self, engine: Engine) -> None:
         notes = {"example.com/note": "x", "xcdi.k8s.io/y": "z"}

@@ -7,6 +7,7 @@ here.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -71,6 +72,7 @@ def install_name(name: str) -> str:
     return name
 
 
+@functools.cache
 def handlers_of_install(name: str = INSTALL_NAME) -> HandlerRegistry:
     """The webhooks of the install named `name`: ``HANDLERS``, with the policy ConfigMap's
     webhook looking for ``NAME-policy``."""

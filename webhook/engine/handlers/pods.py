@@ -192,6 +192,10 @@ def validate_pod_update(engine: Engine, review: Review) -> Decision:
     request, claims = review.request, review.claims
     now = engine.capacity(review.inventory)
     named = subject("update of pod", request.namespace, request.name)
+    # Exempt as it was admitted: a label given by the update exempts nothing.
+    was_exempt = engine.policy.exemption_for(request.namespace, _labels(request.old_object))
+    if was_exempt is not None:
+        return exempt(was_exempt.reason)
     try:
         changed = (
             fixed_at_create(engine.policy, request.object, request.old_object)

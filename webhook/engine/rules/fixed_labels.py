@@ -45,7 +45,7 @@ def fixed_at_create(policy: Policy, new: Any, old: Any) -> list[Violation]:
             "runtime for CDI devices (such as nvidia.com/gpu=all) the scheduler did not "
             "assign; a running pod's devices are those it was admitted with",
         )
-        for key, value in list(notes.items())[:64]
+        for key, value in notes.items()
         if isinstance(key, str)
         and device_access.is_cdi_annotation(key)
         and (key not in old_notes or old_notes[key] != value)
