@@ -1,7 +1,8 @@
 """Who may do what: the roles deploy/base grants to each of its ServiceAccounts.
 
 The `serve` pods answer the network, so they may only read what the service reads (the
-live inventory, the workloads autoscalers target, what the audit lists, our own webhook
+live inventory, the workloads autoscalers target, the key names of the ConfigMaps and
+Secrets a pod takes whole, what the audit lists, our own webhook
 configurations by name) and write only the audit's PolicyReports, by name where a name
 can be given. Certificate rotation
 writes, under an identity of its own, only the objects it replaces, by name. The
@@ -66,6 +67,7 @@ def test_serve_may_read_the_live_inventory_list_what_runs_read_our_webhooks_and_
         (CLUSTER, {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices", "deviceclasses"], "verbs": ["get", "list", "watch"]}),
         (CLUSTER, {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaimtemplates", "resourceclaims"], "verbs": ["get"]}),
         (CLUSTER, {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}),
+        (CLUSTER, {"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": ["get"]}),
         (CLUSTER, {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets", "replicasets"], "verbs": ["get", "list"]}),
         (
             CLUSTER,

@@ -1,6 +1,6 @@
 """A tenant of one namespace, as a platform team makes one: a ServiceAccount of the
 namespace bound to a Role that creates pods, adds debug containers and writes
-ConfigMaps there and nothing else, using its own token (the TokenRequest API) with the
+ConfigMaps, Secrets, Jobs and CronJobs there and nothing else, using its own token (the TokenRequest API) with the
 real kubectl. What it is refused, kube-apiserver refused for it; what it is let do, no
 administrator did for it."""
 
@@ -28,8 +28,13 @@ ROLE_RULES = [
     },
     {
         "apiGroups": [""],
-        "resources": ["configmaps"],
+        "resources": ["configmaps", "secrets"],
         "verbs": ["get", "list", "create", "update", "delete"],
+    },
+    {
+        "apiGroups": ["batch"],
+        "resources": ["jobs", "cronjobs"],
+        "verbs": ["get", "list", "create", "update", "patch", "delete"],
     },
 ]
 

@@ -205,12 +205,56 @@ def test_a_template_of_no_class_is_left_as_it_is() -> None:
     assert ENGINE.mutate(created(job(template(workload=None)))).patch == ()
 
 
-def test_an_update_of_a_workload_is_never_mutated() -> None:
+def test_an_update_that_leaves_every_templates_class_is_not_mutated() -> None:
     before = job(template())
     suspended = copy.deepcopy(before)
     suspended["spec"]["suspend"] = True
+    suspended["spec"]["template"]["spec"]["nodeSelector"] = {"flavor": "a"}
 
     assert ENGINE.mutate(created(suspended, "UPDATE", before)).patch == ()
+
+
+def cron_job(tmpl: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": "nightly", "namespace": "ml"},
+        "spec": {"schedule": "@daily", "jobTemplate": {"spec": {"template": tmpl}}},
+    }
+
+
+def test_a_template_given_a_class_by_an_update_is_mutated_as_at_create() -> None:
+    before = cron_job(template(workload=None))
+    classed = cron_job(template("training"))
+
+    decision = ENGINE.mutate(created(classed, "UPDATE", before))
+
+    spec = jsonpatch.apply_patch(classed, list(decision.patch))["spec"]["jobTemplate"]["spec"]
+    assert spec["template"]["spec"]["priorityClassName"] == "training-priority"
+    assert spec["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]
+
+
+def test_a_template_moved_to_another_class_by_an_update_is_mutated_for_it() -> None:
+    before = mutated(cron_job(template("training")))
+    moved = copy.deepcopy(before)
+    moved["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"][WORKLOAD] = "inference"
+
+    decision = ENGINE.mutate(created(moved, "UPDATE", before))
+
+    assert decision.patch != ()
+
+
+def test_a_suspended_job_given_a_class_by_an_update_is_refused_for_what_it_cannot_take() -> None:
+    before = job(template(workload=None))
+    before["spec"]["suspend"] = True
+    classed = copy.deepcopy(before)
+    classed["spec"]["template"]["metadata"]["labels"][WORKLOAD] = "inference"
+
+    decision = ENGINE.mutate(created(classed, "UPDATE", before))
+
+    assert not decision.allowed
+    assert "spec.template" in decision.message
+    assert "create the workload again" in decision.message
 
 
 def test_a_malformed_template_is_refused_with_its_field() -> None:

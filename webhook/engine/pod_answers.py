@@ -31,6 +31,7 @@ from webhook.engine.capacity.now import CapacityNow
 from webhook.engine.dra.api import CLAIM, TEMPLATE
 from webhook.engine.dra.claims import ClaimSource
 from webhook.engine.dra.pod_claims import NO_CLAIMS, ClaimObjects
+from webhook.engine.env_references import env_sources
 from webhook.engine.kept import KeptAnswers
 from webhook.engine.pod import PodView
 
@@ -88,13 +89,18 @@ def glance(
 
 
 def _named(spec: dict[str, Any], claims: ClaimObjects) -> list[Any]:
-    """What `claims` holds of each claim `spec` names (``spec.resourceClaims``, as reading
-    the pod takes them); a claim of the wrong shape names nothing here, and the pod it is
+    """What `claims` holds of each ConfigMap and Secret the containers of `spec` take whole
+    (when anything was looked up) and of each claim `spec` names (``spec.resourceClaims``,
+    as reading the pod takes them); a claim of the wrong shape names nothing here, and the pod it is
     in is refused when read, so no answer is kept for it."""
+    named: list[Any] = [
+        (source.kind, source.name, claims.found.get(source), claims.reason_unknown(source))
+        for source in env_sources({"spec": spec})
+        if claims.looked_up
+    ]
     items = spec.get("resourceClaims")
     if not isinstance(items, list):
-        return []
-    named = []
+        return named
     for item in items:
         if not isinstance(item, dict):
             continue

@@ -27,13 +27,14 @@ DEFAULTED_CONTAINER_LISTS = ("initContainers", "containers")
 
 
 POD = TemplateKind("", "Pod", ("",), "pods")
+JOB = TemplateKind("batch", "Job", ("/spec/template",), "jobs")
 
 CONTROLLER_KINDS: tuple[TemplateKind, ...] = (
     TemplateKind("apps", "Deployment", ("/spec/template",), "deployments"),
     TemplateKind("apps", "StatefulSet", ("/spec/template",), "statefulsets"),
     TemplateKind("apps", "DaemonSet", ("/spec/template",), "daemonsets"),
     TemplateKind("apps", "ReplicaSet", ("/spec/template",), "replicasets"),
-    TemplateKind("batch", "Job", ("/spec/template",), "jobs"),
+    JOB,
     TemplateKind("batch", "CronJob", ("/spec/jobTemplate/spec/template",), "cronjobs"),
 )
 """The built-in controllers, all at version v1."""

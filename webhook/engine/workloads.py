@@ -47,7 +47,7 @@ def template_violations(
     obj: Mapping[str, Any], old: Any, kind: TemplateKind, check: PodCheck
 ) -> list[TemplateViolations]:
     """The templates of `obj` that break a rule; those equal in `old` are not judged again."""
-    unchanged = _templates_or_none(old, kind)
+    unchanged = templates_or_none(old, kind)
     found: list[TemplateViolations] = []
     for pointer, template in pod_templates(obj, kind):
         if unchanged.get(pointer) == template:
@@ -71,7 +71,8 @@ def field_path(pointer: str) -> str:
     return path
 
 
-def _templates_or_none(old: Any, kind: TemplateKind) -> dict[str, Any]:
+def templates_or_none(old: Any, kind: TemplateKind) -> dict[str, Any]:
+    """The templates of `old` by pointer; none for no object or one that cannot be read."""
     if not isinstance(old, dict):
         return {}
     try:

@@ -28,9 +28,13 @@ from webhook.engine.binding import BOUND_POD
 from webhook.engine.dra.api import TEMPLATE
 from webhook.engine.dra.claims import ClaimSource
 from webhook.engine.dra.pod_claims import NO_CLAIMS, ClaimObjects
+from webhook.engine.env_references import CONFIG_MAP, SECRET
 from webhook.http.recent_templates import RecentTemplates
 
 log = logging.getLogger("gpu_admission.http")
+
+LARGE_KINDS = frozenset({BOUND_POD, CONFIG_MAP, SECRET})
+"""Objects of up to about 1.5 MiB as stored, read with the pods' few threads."""
 
 ReadClaim = Callable[[str, ClaimSource], Mapping[str, Any] | None]
 """Reads one template or claim of a namespace (a blocking call); None when it does not exist."""
@@ -59,7 +63,7 @@ class ClaimReader:
     (never to a binding's, which reads afresh)."""
 
     def _limiter_of(self, source: ClaimSource) -> anyio.CapacityLimiter:
-        if source.kind == BOUND_POD:
+        if source.kind in LARGE_KINDS:
             if self._pod_threads is None:
                 self._pod_threads = anyio.CapacityLimiter(CONCURRENT_POD_READS)
             return self._pod_threads
@@ -134,7 +138,7 @@ class ClaimReader:
                     self.recent.keep(namespace, source.name, found[source])
         if unreadable:
             log.warning(
-                "cannot read the claims a pod names",
+                "cannot read the objects a pod names",
                 extra={
                     "uid": uid,
                     "namespace": namespace,

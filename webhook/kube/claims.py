@@ -1,5 +1,7 @@
-"""The Kubernetes side of claimed GPUs: reading the ResourceClaimTemplates and
-ResourceClaims a pod under review names, and the pod a binding under review names.
+"""The Kubernetes side of what a review names: the ResourceClaimTemplates and
+ResourceClaims a pod under review names, the pod a binding under review names, and the
+key names of the ConfigMaps and Secrets a pod's containers take whole (their values are
+dropped as soon as they are read: only the names are kept, judged or logged).
 
 Read as plain JSON (``webhook.kube.reads``) from ``resource.k8s.io/v1``, so the engine
 reads them like the object under review. A read takes at most ``timeout`` seconds; the
@@ -13,7 +15,8 @@ from typing import Any
 from webhook.engine.binding import BOUND_POD
 from webhook.engine.dra.api import CLAIMS, GROUP, PLURALS, VERSION
 from webhook.engine.dra.claims import ClaimSource
-from webhook.kube.reads import ObjectTooLarge, read_namespaced, read_pod
+from webhook.engine.env_references import CONFIG_MAP, SECRET, key_names
+from webhook.kube.reads import ObjectTooLarge, read_core, read_namespaced, read_pod
 
 __all__ = [
     "MAX_OBJECT_BYTES",
@@ -38,6 +41,12 @@ MAX_POD_BYTES = 3 * 1024 * 1024
 so no pod is refused for its size. The service reads few at once (``CONCURRENT_POD_READS``
 of ``webhook.http.claim_reader``)."""
 
+MAX_ENV_OBJECT_BYTES = MAX_POD_BYTES
+"""The largest ConfigMap or Secret read for its key names: kube-apiserver stores them with
+up to 1 MiB of data, so none is refused for its size. Read with the pods' few threads."""
+
+ENV_PLURALS = {CONFIG_MAP: "configmaps", SECRET: "secrets"}
+
 
 def fetch_claim_object(
     api: Any, namespace: str, source: ClaimSource, *, timeout: float = TIMEOUT_SECONDS
@@ -48,6 +57,12 @@ def fetch_claim_object(
     the same way, up to ``MAX_POD_BYTES``."""
     if source.kind == BOUND_POD:
         return read_pod(api, namespace, source.name, timeout=timeout, max_bytes=MAX_POD_BYTES)
+    if source.kind in ENV_PLURALS:
+        plural = ENV_PLURALS[source.kind]
+        found = read_core(
+            api, namespace, plural, source.name, timeout=timeout, max_bytes=MAX_ENV_OBJECT_BYTES
+        )
+        return None if found is None else key_names(found)
     plural = PLURALS.get(source.kind, CLAIMS)
     return read_namespaced(
         api,

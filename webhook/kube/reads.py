@@ -19,7 +19,7 @@ from kubernetes import client
 from webhook.errors import GpuAdmissionError
 from webhook.kube.api_errors import NOT_FOUND, ApiException
 
-__all__ = ["ObjectTooLarge", "read_namespaced", "read_pod"]
+__all__ = ["ObjectTooLarge", "read_core", "read_namespaced", "read_pod"]
 
 
 class ObjectTooLarge(GpuAdmissionError):
@@ -67,6 +67,26 @@ def read_pod(
             name, namespace, _request_timeout=timeout, _preload_content=False
         ),
         "pods",
+        name,
+        max_bytes,
+    )
+
+
+def read_core(
+    api: Any,
+    namespace: str,
+    plural: str,
+    name: str,
+    *,
+    timeout: float,
+    max_bytes: int | None = None,
+) -> dict[str, Any] | None:
+    """A ConfigMap or Secret (``/api/v1``), as ``read_namespaced`` reads others."""
+    core: Any = client.CoreV1Api(api)
+    reads = {"configmaps": core.read_namespaced_config_map, "secrets": core.read_namespaced_secret}
+    return _read(
+        lambda: reads[plural](name, namespace, _request_timeout=timeout, _preload_content=False),
+        plural,
         name,
         max_bytes,
     )

@@ -179,7 +179,8 @@ def pod_claims(
     DeviceClasses of the inventory (``DraNow.classes_for``); the policy's alone when
     None."""
     if not pod.resource_claims:
-        return NONE
+        # what else was read for the pod (the ConfigMaps its envFrom takes) stays with it
+        return NONE if objects is NO_CLAIMS else PodClaims((), objects)
     view = classes or GpuClasses(policy.dra)
     resolved = []
     for name, source in pod.resource_claims.items():

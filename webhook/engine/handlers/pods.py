@@ -26,6 +26,7 @@ from webhook.engine.decision import (
 )
 from webhook.engine.dra.claims import ClaimSource
 from webhook.engine.dra.pod_claims import MAX_SOURCES, ClaimObjects, pod_claims, sources_named
+from webhook.engine.env_references import env_sources
 from webhook.engine.handlers.cel import gpu_relevance_condition, judged_change_condition
 from webhook.engine.handlers.declaration import (
     CLASSED,
@@ -33,6 +34,7 @@ from webhook.engine.handlers.declaration import (
     Condition,
     Handler,
     Judge,
+    Reads,
     ResourceRule,
     Review,
     static,
@@ -83,6 +85,25 @@ def pod_claim_sources(
     if not isinstance(request.object, dict):
         return ()
     return sources_named([request.object])[:MAX_SOURCES]
+
+
+def pod_sources(
+    engine: Engine, request: AdmissionRequest, read: ClaimObjects
+) -> tuple[ClaimSource, ...]:
+    """The templates and claims the pod names and, at its CREATE, the ConfigMaps and
+    Secrets its containers take whole (``webhook.engine.env_references``) when it can
+    reach a GPU node."""
+    claims = pod_claim_sources(engine, request, read)
+    if request.operation != "CREATE":
+        return claims
+    taken = env_sources(request.object)
+    if not taken:
+        return claims
+    try:
+        reaches = engine.reaches_gpu_node(read_pod(request.object, engine.policy))
+    except MalformedObject:
+        return claims  # the judge says what is wrong with it
+    return (*claims, *taken)[:MAX_SOURCES] if reaches else claims
 
 
 def mutate_pod_create(engine: Engine, review: Review) -> Decision:
@@ -240,8 +261,8 @@ def _labels(obj: Any) -> dict[str, Any]:
     return labels if isinstance(labels, dict) else {}
 
 
-def _pod_rule(judges: dict[str, Judge]) -> ResourceRule:
-    return ResourceRule("", ("v1",), (PODS,), judges, reads=pod_claim_sources)
+def _pod_rule(judges: dict[str, Judge], reads: Reads = pod_claim_sources) -> ResourceRule:
+    return ResourceRule("", ("v1",), (PODS,), judges, reads=reads)
 
 
 def _debug_rule(judge: Judge) -> ResourceRule:
@@ -276,7 +297,8 @@ VALIDATE = Handler(
     "validate",
     mutating=False,
     rules=static(
-        _pod_rule({"CREATE": validate_pod_create}), _debug_rule(validate_debug_containers)
+        _pod_rule({"CREATE": validate_pod_create}, pod_sources),
+        _debug_rule(validate_debug_containers),
     ),
     summary="Refuses a class pod that breaks an enforced rule at its CREATE, and debug "
     "containers that pick GPUs by hand.",
@@ -295,7 +317,7 @@ VALIDATE_UNCLASSED = Handler(
     "validate-unclassed",
     mutating=False,
     rules=static(
-        _pod_rule({"CREATE": validate_pod_create, "UPDATE": validate_pod_update}),
+        _pod_rule({"CREATE": validate_pod_create, "UPDATE": validate_pod_update}, pod_sources),
         _debug_rule(validate_debug_containers),
     ),
     summary="Refuses a GPU-relevant pod of no class that breaks an enforced rule (a GPU "

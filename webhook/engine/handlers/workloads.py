@@ -34,16 +34,19 @@ from webhook.engine.handlers.declaration import Condition, Handler, Judge, Resou
 from webhook.engine.handlers.twins import classed_template, workload_relevant
 from webhook.engine.pod import read_pod
 from webhook.engine.request import AdmissionRequest
-from webhook.engine.template_mutation import mutate_templates
+from webhook.engine.rules import workload_class
+from webhook.engine.rules.registry import with_modes
+from webhook.engine.template_mutation import classed_templates_changed, mutate_templates
 from webhook.engine.templates import (
     CONTROLLER_KINDS,
+    JOB,
     POD,
     TemplateKind,
     mutated_template_kinds,
     pod_templates,
     template_kind,
 )
-from webhook.engine.workloads import template_violations, workload_denial
+from webhook.engine.workloads import field_path, template_violations, workload_denial
 from webhook.errors import MalformedObject
 from webhook.policy.compiled import Policy
 
@@ -117,16 +120,56 @@ def _workload_name(request: AdmissionRequest) -> str:
 
 def mutate_workload_create(engine: Engine, review: Review) -> Decision:
     """Each template of a class given what its pods would get at their CREATE."""
+    return _mutate_workload(engine, review, old=None)
+
+
+def mutate_workload_update(engine: Engine, review: Review) -> Decision:
+    """Each template the update gives a class mutated as at CREATE; a Job's refused, its
+    template taking no resources or priority after its CREATE."""
+    return _mutate_workload(engine, review, old=review.request.old_object)
+
+
+def _mutate_workload(engine: Engine, review: Review, old: Any) -> Decision:
     request = review.request
     kind = _kind(engine, request)
     if kind is None or kind.kind not in engine.policy.mutated_template_kinds:
         return allow()
-    now = engine.capacity(review.inventory)
     try:
-        patch = mutate_templates(engine.policy, request.object, kind, now, review.claims)
+        if old is not None and kind in FIXED_TEMPLATE_KINDS:
+            refused = classed_templates_changed(engine.policy, request.object, old, kind)
+            if refused:
+                return _class_given_late(engine, request, kind, refused)
+        now = engine.capacity(review.inventory)
+        patch = mutate_templates(engine.policy, request.object, kind, now, review.claims, old)
         return allow_injected(patch, engine.policy.revision)
     except MalformedObject as error:
         return malformed(str(error))
+
+
+FIXED_TEMPLATE_KINDS = (JOB,)
+"""Kinds whose template keeps its containers' resources and its priority once created
+(kube-apiserver lets a suspended Job's template change only its scheduling directives,
+labels and annotations): a class given to it later cannot be given what it needs."""
+
+
+def _class_given_late(
+    engine: Engine, request: AdmissionRequest, kind: TemplateKind, pointers: list[str]
+) -> Decision:
+    fields = ", ".join(field_path(pointer) for pointer in pointers)
+    message = (
+        f"the update gives {fields} a class (label {engine.policy.workload_label} or a label "
+        f"the class is judged by, added or changed), but a {kind.kind}'s template keeps its "
+        "containers' resources and its priority from its CREATE, so it cannot be given the "
+        "GPUs, priority and placement of the class: create the workload again with the label"
+    )
+    label = None
+    for pointer, template in pod_templates(request.object, kind):
+        if pointer in pointers:
+            label = read_pod(template, engine.policy).labels.get(engine.policy.workload_label)
+            break
+    found = with_modes(engine.policy, label, [Violation(workload_class.RULE, message)])
+    named = subject(kind.kind, request.namespace, _workload_name(request))
+    return judge(found, named)
 
 
 def workload_rules(policy: Policy) -> tuple[ResourceRule, ...]:
@@ -137,8 +180,9 @@ def workload_rules(policy: Policy) -> tuple[ResourceRule, ...]:
 
 
 def mutated_workload_rules(policy: Policy) -> tuple[ResourceRule, ...]:
-    """CREATE of the kinds whose templates the policy mutates."""
-    return _rules(mutated_template_kinds(policy), {"CREATE": mutate_workload_create})
+    """CREATE and UPDATE of the kinds whose templates the policy mutates."""
+    judges = {"CREATE": mutate_workload_create, "UPDATE": mutate_workload_update}
+    return _rules(mutated_template_kinds(policy), judges)
 
 
 def _rules(
@@ -161,9 +205,10 @@ MUTATE_WORKLOADS = Handler(
     mutating=True,
     rules=mutated_workload_rules,
     summary=(
-        "Gives the pod templates of a class, at their workload's CREATE, what their pods "
-        "would get at theirs, so that a queue charging and placing the workload by its "
-        "templates (Kueue) sees the pods that will run."
+        "Gives the pod templates of a class, at their workload's CREATE and at an UPDATE "
+        "that gives them a class, what their pods would get at theirs, so that a queue "
+        "charging and placing the workload by its templates (Kueue) sees the pods that "
+        "will run."
     ),
     conditions=(Condition("classed-template", classed_template_condition, classed_template),),
 )

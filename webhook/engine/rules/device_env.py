@@ -6,8 +6,10 @@ monitoring, GDS, MOFED, NVSwitch and GDRCopy devices (the policy's
 `resources.deviceEnv`). A container of a pod that can reach a GPU node may set none
 of them, by value or valueFrom, nor take variables from a ConfigMap or Secret with an
 `envFrom` prefix that can spell one (`NVIDIA_`, `NV`, ...). Keys of ConfigMaps and
-Secrets with those names are judged where they are written (webhook.engine.key_names),
-so an `envFrom` without a prefix cannot bring one in. Values are never echoed.
+Secrets with those names are judged where they are written (webhook.engine.env_keys),
+and again at the CREATE of a pod taking them with an `envFrom` without a prefix
+(webhook.engine.env_references), for objects written before the namespace opted in.
+Values are never read or echoed.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from webhook.engine.decision import Violation, echo
+from webhook.engine.env_references import referenced_device_keys
 from webhook.engine.pod import Container
 from webhook.engine.rules.context import RuleContext
 from webhook.engine.rules.device_access import PER_POD_LIMIT
@@ -30,7 +33,10 @@ def check(context: RuleContext) -> list[Violation]:
         return []
     if not may_reach_gpu_node(context):
         return []
-    return check_device_env(context.policy, containers)
+    found = check_device_env(context.policy, containers)
+    objects = context.claims.objects
+    found += referenced_device_keys(context.policy, containers, objects, RULE)
+    return found[:PER_POD_LIMIT]
 
 
 def check_device_env(policy: Policy, containers: Iterable[Container]) -> list[Violation]:
