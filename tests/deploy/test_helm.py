@@ -34,6 +34,7 @@ from tests.e2e.build_controlplane import (
 from webhook.engine.handlers import HANDLERS
 from webhook.install.chart import CHART, short_name
 from webhook.install.configurations import Endpoint, render_webhook_configurations
+from webhook.install.flow_control import tenant_write_rules
 from webhook.install.manifests import SYNC_COMMAND, chart_files
 from webhook.install.scope import SCOPE_ANNOTATION, scope_digest
 from webhook.policy import load_default_policy
@@ -535,6 +536,13 @@ def test_the_tenants_flow_control_can_be_tuned_or_left_out(helm: Path) -> None:
     assert schema["spec"]["distinguisherMethod"] == {"type": "ByNamespace"}
     assert "namespace" not in level["metadata"] and "namespace" not in schema["metadata"]
     assert not {o["kind"] for o in left_out} & {"FlowSchema", "PriorityLevelConfiguration"}
+
+
+def test_the_flow_control_shapes_every_write_the_policys_webhooks_are_sent(helm: Path) -> None:
+    [schema] = [o for o in template(helm) if o["kind"] == "FlowSchema"]
+
+    rules = schema["spec"]["rules"][0]["resourceRules"]
+    assert rules == tenant_write_rules(load_default_policy())
 
 
 def helm_values(policy: Path, tmp_path: Path) -> Path:

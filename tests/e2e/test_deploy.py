@@ -80,7 +80,7 @@ def applied(
 
 
 FLOW_CONTROL_KINDS = ("flowschema", "prioritylevelconfiguration")
-FLOW_CONTROL_NAME = "gpu-admission-tenant-pod-writes"
+FLOW_CONTROL_NAME = "gpu-admission-tenant-writes"
 """Cluster-scoped, like the ClusterRoles: left by the apply unless deleted."""
 
 

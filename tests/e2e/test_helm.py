@@ -141,7 +141,7 @@ def release(
         controlplane.delete(kind, ["gpu-admission"])
     adopt_priority_classes(controlplane)
     for kind in ("flowschema", "prioritylevelconfiguration"):  # another install's, if any
-        controlplane.delete(kind, ["gpu-admission-tenant-pod-writes"])
+        controlplane.delete(kind, ["gpu-admission-tenant-writes"])
     try:
         # The classes' fields belong to the field manager of `gpu-admission install` when an
         # earlier test installed with it: taking them over is what --force-conflicts says

@@ -27,7 +27,7 @@ from .tenants import make_tenant
 from .webhook_server import WebhookServer
 
 FLOW_CONTROL = REPO / "deploy" / "base" / "flowcontrol" / "flowcontrol.yaml"
-LEVEL = "gpu-admission-tenant-pod-writes"
+LEVEL = "gpu-admission-tenant-writes"
 WORKLOAD = "gpu-admission.io/workload"
 ROUNDS, BURST, VICTIM_CREATIONS = 6, 200, 69
 

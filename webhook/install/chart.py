@@ -55,6 +55,7 @@ from webhook.install.configurations import (
     namespace_selector,
     render_webhook_configurations,
 )
+from webhook.install.flow_control import tenant_write_rules
 from webhook.install.names import APP_LABELS, SERVICE, WEBHOOK_CONFIGURATION
 from webhook.install.priority_classes import priority_class_specs
 from webhook.install.scope import SCOPED_FIELDS
@@ -134,9 +135,10 @@ def _templated_hook(
 
 def webhook_scope(policy: Policy, policy_text: str) -> dict[str, Any]:
     """What `policy` decides of the install: each webhook's ``SCOPED_FIELDS`` by webhook
-    name, the namespace opt-in label every opted-in webhook selects, and the PriorityClasses
-    its classes name (``priority_class_specs``), with the sha256 of `policy_text` (the
-    exact text the chart is given as its policy)."""
+        name, the namespace opt-in label every opted-in webhook selects, and the PriorityClasses
+        its classes name (``priority_class_specs``), the tenant writes its flow control shapes
+    (``tenant_write_rules``), with the sha256 of `policy_text` (the
+        exact text the chart is given as its policy)."""
     endpoint = Endpoint(ca_bundle="", service_name=SERVICE, service_namespace=RELEASE_NAMESPACE)
     configurations = render_webhook_configurations(
         policy, endpoint, own_namespace=RELEASE_NAMESPACE
@@ -153,6 +155,7 @@ def webhook_scope(policy: Policy, policy_text: str) -> dict[str, Any]:
         "policySha256": hashlib.sha256(policy_text.encode("utf-8")).hexdigest(),
         "namespaceOptIn": {"key": key, "value": value},
         "priorityClasses": priority_class_specs(policy),
+        "tenantWriteRules": tenant_write_rules(policy),
         "webhooks": webhooks,
     }
 

@@ -39,6 +39,7 @@ import yaml
 
 from webhook.install.chart import CHART, alerts_rules, webhook_scope, webhooks_template
 from webhook.install.configurations import Endpoint, render_webhook_configurations
+from webhook.install.flow_control import flow_control_yaml
 from webhook.install.guards import guard_files
 from webhook.install.names import NAMESPACE, POLICY_CONFIGMAP, SERVICE
 from webhook.install.priority_classes import priority_class_objects
@@ -198,6 +199,9 @@ def generated_files() -> list[GeneratedFile]:
     return [
         GeneratedFile(Path("base/webhooks.yaml"), webhooks_yaml(load_default_policy())),
         GeneratedFile(Path("base/policy.yaml"), policy_copy(DEFAULT_POLICY)),
+        GeneratedFile(
+            Path("base/flowcontrol/flowcontrol.yaml"), flow_control_yaml(load_default_policy())
+        ),
         GeneratedFile(
             Path("base/priorityclasses.yaml"),
             priority_classes_yaml(load_default_policy(), DEFAULT_POLICY),

@@ -16,7 +16,9 @@ nobody set, classes whose pods are refused because their PriorityClass does not 
   strategic merge would keep conditions of the default policy that the policy has not);
 - ``priorityclasses.yaml``, the policy's PriorityClasses the base does not have; those it
   has under the same name are patched to the policy's values, and the base's others are
-  deleted from the overlay's output.
+  deleted from the overlay's output;
+- ``flowschema.yaml``, a JSON patch giving the base's FlowSchema the tenant writes the
+  policy's webhooks are sent (``webhook.install.flow_control``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from webhook.install.flow_control import FLOW_SCHEMA, tenant_write_rules
 from webhook.install.manifests import deploy_webhook_configurations, policy_scope_object
 from webhook.install.names import APP_LABELS, POLICY_CONFIGMAP, WEBHOOK_CONFIGURATION
 from webhook.install.priority_classes import priority_class_objects
@@ -39,6 +42,14 @@ OVERLAY_HEADER = """\
 # gives the webhooks their certificates (deploy/README.md).
 """
 
+_FLOW_SCHEMA_TARGET = {
+    "group": "flowcontrol.apiserver.k8s.io",
+    "version": "v1",
+    "kind": "FlowSchema",
+    "name": FLOW_SCHEMA,
+}
+_FLOW_RULES = "/spec/rules/0/resourceRules"
+
 _WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 
 OVERLAY_FILES = frozenset(
@@ -49,6 +60,7 @@ OVERLAY_FILES = frozenset(
         "mutating-webhooks.yaml",
         "validating-webhooks.yaml",
         "priorityclasses.yaml",
+        "flowschema.yaml",
     }
 )
 """Every file ``overlay_files`` may write: an overlay written again owns these."""
@@ -69,7 +81,10 @@ def overlay_files(policy: Policy, policy_text: str, base: str) -> dict[str, str]
     added = [o for o in own if o["metadata"]["name"] not in base_classes]
     kept = [o for o in own if o["metadata"]["name"] in base_classes]
     dropped = sorted(set(base_classes) - {o["metadata"]["name"] for o in own})
-    patches: list[dict[str, Any]] = [{"path": "policy-scope.yaml"}]
+    patches: list[dict[str, Any]] = [
+        {"path": "policy-scope.yaml"},
+        {"target": _FLOW_SCHEMA_TARGET, "path": "flowschema.yaml"},
+    ]
     for kind in _WEBHOOK_KINDS:
         patches.append({"target": _target(kind), "path": _webhooks_file(kind)})
     for obj in kept:
@@ -102,6 +117,8 @@ def overlay_files(policy: Policy, policy_text: str, base: str) -> dict[str, str]
         "policy.yaml": policy_text,
         "policy-scope.yaml": header + yaml.safe_dump(policy_scope_object(policy), sort_keys=False),
     }
+    rules = [{"op": "replace", "path": _FLOW_RULES, "value": tenant_write_rules(policy)}]
+    files["flowschema.yaml"] = header + yaml.safe_dump(rules, sort_keys=False, width=100)
     for configuration in deploy_webhook_configurations(policy):
         operations = [{"op": "replace", "path": "/webhooks", "value": configuration["webhooks"]}]
         files[_webhooks_file(configuration["kind"])] = header + yaml.safe_dump(

@@ -26,6 +26,7 @@ import yaml
 
 from webhook.errors import GpuAdmissionError
 from webhook.install.configurations import Endpoint, render_webhook_configurations
+from webhook.install.flow_control import FLOW_SCHEMA, tenant_write_rules
 from webhook.install.names import (
     APP_LABELS,
     DEPLOYMENT,
@@ -115,6 +116,8 @@ def render_install(
             continue  # rendered below from the policy actually installed
         if obj["kind"] == "Deployment" and obj["metadata"]["name"] == DEPLOYMENT:
             _roll_on_policy_change(obj, policy_text)
+        if obj["kind"] == "FlowSchema" and obj["metadata"]["name"] == FLOW_SCHEMA:
+            obj["spec"]["rules"][0]["resourceRules"] = tenant_write_rules(policy)
         if image is not None:
             _set_image(obj, image)
         objects.append(obj)

@@ -402,6 +402,18 @@ prints it with the policy) or the default policy's (files/webhook-scope.json).
 {{- end -}}
 
 {{/*
+The FlowSchema's resourceRules: every tenant write a webhook of the policy is sent
+(webhook/install/flow_control.py tenant_write_rules), from the webhookScope.
+*/}}
+{{- define "gpu-admission.tenantWriteRules" -}}
+{{- $scope := include "gpu-admission.webhookScope" . | fromJson -}}
+{{- if not (hasKey $scope "tenantWriteRules") -}}
+{{- fail "webhookScope holds no tenantWriteRules: print it again with `gpu-admission manifests helm-values --policy FILE` of this chart's version" -}}
+{{- end -}}
+{{- toYaml $scope.tenantWriteRules -}}
+{{- end -}}
+
+{{/*
 The policy ConfigMap's gpu-admission.io/webhook-scope annotation: the sha256 of what the
 webhooks rendered here need of the policy (the webhookScope's webhooks and the opt-in
 label), as `gpu-admission` computes it of a policy (webhook/install/scope.py
