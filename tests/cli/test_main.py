@@ -135,6 +135,25 @@ class TestServe:
         [(_, settings)] = served
         assert settings.install_name == "gpu-admission"
 
+    def test_serve_is_told_kube_apiservers_addresses(
+        self, served: list[tuple[Policy, ServeSettings]]
+    ) -> None:
+        args = ["serve", "--apiserver-source", "10.0.0.10", "--apiserver-source", "fd00::/64"]
+        assert main(args) == 0
+
+        [(_, settings)] = served
+        assert settings.limits.apiserver_sources == ("10.0.0.10/32", "fd00::/64")
+
+    def test_an_apiserver_source_that_is_no_address_is_a_usage_error(
+        self, served: list[tuple[Policy, ServeSettings]], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        with pytest.raises(SystemExit) as exited:
+            main(["serve", "--apiserver-source", "control-plane"])
+
+        assert exited.value.code == 2
+        assert served == []
+        assert "'control-plane' is not an IP address or CIDR" in capsys.readouterr().err
+
     @pytest.mark.parametrize("name", ["Acme", "acme_gpu", "-acme", "a" * 39, ""])
     def test_an_install_name_that_cannot_name_its_objects_is_a_usage_error(
         self,

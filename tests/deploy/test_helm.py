@@ -856,3 +856,12 @@ def test_helm_test_asks_each_webhook_through_the_service_trusting_the_ca(helm: P
     script = container["args"][0]
     compile(script, "helm-test", "exec")  # the script is Python the image can run
     assert '("/mutate", "/validate-unclassed")' in script
+
+
+def test_kube_apiservers_addresses_are_the_ones_the_service_never_paces(helm: Path) -> None:
+    objects = template(helm, *sets("networkPolicy.webhookSources={10.0.0.10/32,10.0.0.11/32}"))
+
+    args = serve_args(objects)
+    assert args.count("--apiserver-source") == 2
+    assert args[args.index("--apiserver-source") + 1] == "10.0.0.10/32"
+    assert "--apiserver-source" not in serve_args(template(helm))

@@ -68,6 +68,7 @@ def test_serve_may_read_the_live_inventory_list_what_runs_read_our_webhooks_and_
         (CLUSTER, {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaimtemplates", "resourceclaims"], "verbs": ["get"]}),
         (CLUSTER, {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}),
         (CLUSTER, {"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": ["get"]}),
+        (CLUSTER, {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "resourceNames": ["kubernetes"], "verbs": ["get"]}),
         (CLUSTER, {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets", "replicasets"], "verbs": ["get", "list"]}),
         (
             CLUSTER,

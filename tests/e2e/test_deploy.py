@@ -184,6 +184,8 @@ ROTATION = f"system:serviceaccount:{NAMESPACE}:gpu-admission-cert-rotation"
         (SERVE, "get", "configmaps/settings", "ml", True),
         (SERVE, "list", "secrets", "ml", False),
         (SERVE, "watch", "configmaps", None, False),
+        (SERVE, "get", "endpointslices.discovery.k8s.io/kubernetes", "default", True),
+        (SERVE, "get", "endpointslices.discovery.k8s.io/other", "default", False),
         (SERVE, "create", "pods", NAMESPACE, False),
         (SERVE, "update", "nodes/cpu-a-0", None, False),
         (ROTATION, "update", "secrets/gpu-admission-tls", NAMESPACE, True),

@@ -5,6 +5,7 @@ never comes is closed in time; on uvloop's loop (as served) and on asyncio's."""
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import ssl
 import time
@@ -19,7 +20,15 @@ import uvloop
 from tests.clock import ManualClock
 from tests.http.live import KUBE_APISERVER, Live, exchange
 from webhook.http.limits import EdgeLimits, guarded_protocol
-from webhook.http.tls_gate import SOURCE_RATE, SourceRate, gated_tls
+from webhook.http.tls_gate import (
+    NO_SOURCES,
+    SOURCE_RATE,
+    ApiserverSources,
+    CutsLogged,
+    SourceRate,
+    gated_tls,
+    source_network,
+)
 from webhook.tls.files import write_key_pair
 from webhook.tls.pki import create_ca, issue_serving_certificate
 
@@ -62,6 +71,7 @@ async def gated(
     refused: list[str],
     max_wait: float = 0.0,
     delayed: list[None] | None = None,
+    apiserver: ApiserverSources = NO_SOURCES,
 ) -> AsyncIterator[Live]:
     server_context, client_context = contexts
     limits = EdgeLimits(handshake_seconds=0.5)
@@ -75,6 +85,7 @@ async def gated(
         refused.append,
         max_wait=max_wait,
         on_delayed=None if delayed is None else lambda: delayed.append(None),
+        apiserver=apiserver,
     )
     config = uvicorn.Config(
         hello, http=gate, lifespan="off", log_config=None, timeout_graceful_shutdown=1
@@ -214,3 +225,55 @@ def test_sources_whose_bucket_is_full_again_are_forgotten_past_the_table_size() 
 
     assert rate.admit("c")
     assert len(rate) == 2  # "a" forgotten: its bucket was full again
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_kube_apiservers_new_connections_are_never_paced_or_cut(
+    contexts: tuple[ssl.SSLContext, ssl.SSLContext], loop: str
+) -> None:
+    """Its connections carry every tenant's reviews: a cut would fail a tenant that did
+    not spend the allowance. Another source with the same allowance is cut."""
+
+    async def scenario() -> None:
+        refused: list[str] = []
+        apiserver = ApiserverSources([f"{KUBE_APISERVER}/32"])
+        rate = SourceRate(per_second=0.01, burst=1)
+        async with gated(contexts, rate, refused, apiserver=apiserver) as server:
+            for _ in range(5):
+                assert await exchange(await server.connect(KUBE_APISERVER), GET) == (200, b"https")
+            assert await exchange(await server.connect(TENANT), GET) == (200, b"https")
+            with pytest.raises((ConnectionError, ssl.SSLError, asyncio.IncompleteReadError)):
+                await server.connect(TENANT)
+            assert refused == [SOURCE_RATE]
+
+    with asyncio.Runner(loop_factory=LOOPS[loop]) as runner:
+        runner.run(asyncio.wait_for(scenario(), 30))
+
+
+def test_kube_apiservers_sources_are_those_given_and_those_learned() -> None:
+    sources = ApiserverSources(["10.0.0.0/24", "fd00::1"])
+    sources.learn(["192.168.1.10", "not-an-address"])
+
+    assert "10.0.0.7" in sources and "fd00::1" in sources and "192.168.1.10" in sources
+    assert "::ffff:10.0.0.7" in sources
+    assert "10.0.1.7" not in sources and "not-an-address" not in sources
+    sources.learn([])
+    assert "192.168.1.10" not in sources
+
+
+def test_a_source_that_is_no_address_is_refused_with_what_was_given() -> None:
+    with pytest.raises(ValueError, match=re.escape("'10.0.0.300' is not an IP address or CIDR")):
+        source_network("10.0.0.300")
+
+
+def test_a_cut_is_logged_once_a_minute_per_source(caplog: pytest.LogCaptureFixture) -> None:
+    clock = ManualClock()
+    cuts = CutsLogged(max_sources=2, clock=clock)
+
+    for source in ("10.0.0.1", "10.0.0.1", "10.0.0.2", "10.0.0.3"):
+        cuts.note(source)
+    clock.now += 61
+    cuts.note("10.0.0.1")
+
+    logged = [r.source for r in caplog.records if "cut for rate" in r.message]  # type: ignore[attr-defined]
+    assert logged == ["10.0.0.1", "10.0.0.2", "10.0.0.1"]

@@ -152,6 +152,14 @@ def _add_serve_command(commands: Commands) -> None:
         help="cluster for the live inventory (default: the in-cluster service account)",
     )
     serve.add_argument("--context", metavar="NAME", help="kubeconfig context of the live inventory")
+    _add_connection_options(serve)
+    _add_install_name_option(serve)
+    add_audit_interval_option(serve)
+    serve.set_defaults(run=_serve)
+
+
+def _add_connection_options(serve: argparse.ArgumentParser) -> None:
+    """How the admission port's door paces new connections, and whose it never paces."""
     serve.add_argument(
         "--new-connections-per-source",
         type=_positive_rate,
@@ -161,9 +169,16 @@ def _add_serve_command(commands: Commands) -> None:
         "four times as many; past that they wait their turn, up to 1 s, before their "
         "handshake, and are closed past that (default: 50)",
     )
-    _add_install_name_option(serve)
-    add_audit_interval_option(serve)
-    serve.set_defaults(run=_serve)
+    serve.add_argument(
+        "--apiserver-source",
+        action="append",
+        type=_source_network,
+        default=[],
+        metavar="CIDR",
+        help="an address or CIDR kube-apiserver reaches the service from, whose new "
+        "connections are never paced (repeatable; the addresses the cluster's `kubernetes` "
+        "EndpointSlice lists are learned besides)",
+    )
 
 
 def _add_policy_commands(commands: Commands) -> None:
@@ -293,6 +308,7 @@ def _serve(args: argparse.Namespace) -> int:
         limits=EdgeLimits(
             new_connections_per_second=args.new_connections_per_source,
             new_connection_burst=max(1, round(4 * args.new_connections_per_source)),
+            apiserver_sources=tuple(args.apiserver_source),
         ),
     )
     serve(policy, settings)
@@ -304,6 +320,15 @@ def in_cluster() -> bool:
     return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and bool(
         os.environ.get("KUBERNETES_SERVICE_PORT")
     )
+
+
+def _source_network(text: str) -> str:
+    from webhook.http.tls_gate import source_network
+
+    try:
+        return str(source_network(text))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _port(text: str) -> int:

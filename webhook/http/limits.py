@@ -78,6 +78,9 @@ class EdgeLimits:
     new_connection_wait_seconds: float = 1.0
     """How long a connection past its source's allowance may wait for its turn before it
     is closed instead: well inside the webhooks' 3 s timeout, which it counts against."""
+    apiserver_sources: tuple[str, ...] = ()
+    """kube-apiserver's addresses or CIDRs, never paced (``webhook.http.tls_gate``); those
+    the cluster lists for it are learned besides."""
 
 
 #: Why a connection was cut off: what ``on_cut`` is told.

@@ -25,6 +25,13 @@ not had yet; an attacker from one address costs at most ``per_second`` handshake
 second and holds at most ``per_second * max_wait`` waiting sockets. Many addresses
 together are for the NetworkPolicy to keep out (deploy/README.md).
 
+kube-apiserver's own addresses (``ApiserverSources``: those given with
+``--apiserver-source``, and those the ``kubernetes`` Service's EndpointSlice lists) are
+never paced, so never cut: its connections carry every tenant's reviews, the burst's and
+its victims' alike, and how many it opens is bounded by its own seats, shaped per tenant
+by API Priority and Fairness. A cut there would fail another tenant's review; the pace
+and its cut are for every other address.
+
 The bucket of an address unused long enough to be full again is forgotten, so the
 table holds only recent sources; past ``max_sources`` it is cleared (admitting, rather
 than holding, on an unbounded flood of addresses).
@@ -38,10 +45,14 @@ from __future__ import annotations
 import asyncio
 import asyncio.sslproto
 import functools
+import ipaddress
+import logging
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
+
+log = logging.getLogger("gpu_admission.http")
 
 EARLY_BYTES = 64 * 1024
 """Most a waiting connection's peer may send before its turn."""
@@ -107,6 +118,78 @@ class SourceRate:
         return len(self._buckets)
 
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def source_network(text: str) -> Network:
+    """The network of an address or CIDR (``10.0.0.1``, ``10.0.0.0/24``, ``fd00::/64``);
+    ValueError, saying what was given, for anything else."""
+    try:
+        return ipaddress.ip_network(text.strip(), strict=False)
+    except ValueError:
+        raise ValueError(f"{text!r} is not an IP address or CIDR") from None
+
+
+class ApiserverSources:
+    """kube-apiserver's addresses: those configured, and those learned from the cluster
+    (``learn``, replaced at each look). A connection from one is never paced."""
+
+    def __init__(self, configured: Iterable[str] = ()) -> None:
+        self.configured: tuple[Network, ...] = tuple(source_network(c) for c in configured)
+        self.learned: frozenset[str] = frozenset()
+
+    def learn(self, addresses: Iterable[str]) -> None:
+        """The addresses the cluster lists for kube-apiserver now (unparsable ones left out)."""
+        found = set()
+        for address in addresses:
+            try:
+                found.add(str(ipaddress.ip_address(address)))
+            except ValueError:
+                continue
+        self.learned = frozenset(found)
+
+    def __contains__(self, source: str) -> bool:
+        if source in self.learned:
+            return True
+        if not self.configured:
+            return False
+        try:
+            address = ipaddress.ip_address(source.split("%", 1)[0])
+        except ValueError:
+            return False
+        mapped = getattr(address, "ipv4_mapped", None)
+        return any(address in n or (mapped is not None and mapped in n) for n in self.configured)
+
+
+NO_SOURCES = ApiserverSources()
+
+
+class CutsLogged:
+    """A connection cut for rate is logged with its source, at most once a minute per
+    source (and for at most ``max_sources`` sources a minute): an operator whose
+    kube-apiserver reaches the service from an address it does not advertise sees it."""
+
+    def __init__(self, max_sources: int = 64, clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_sources = max_sources
+        self.clock = clock
+        self._logged: dict[str, float] = {}
+
+    def note(self, source: str) -> None:
+        now = self.clock()
+        self._logged = {s: at for s, at in self._logged.items() if now - at < 60.0}
+        if source in self._logged or len(self._logged) >= self.max_sources:
+            return
+        self._logged[source] = now
+        log.warning(
+            "new connections cut for rate: if this address is kube-apiserver's, give it "
+            "with --apiserver-source (the chart's webhooks.apiserverSources)",
+            extra={"source": source},
+        )
+
+
+CUTS_LOGGED = CutsLogged()
+
+
 class TlsGate(asyncio.Protocol):
     """The first protocol of an accepted connection: refuses it, or hands it over to TLS
     and, once the handshake is done, to the HTTP protocol."""
@@ -120,7 +203,9 @@ class TlsGate(asyncio.Protocol):
         on_refused: Callable[[str], None] | None,
         max_wait: float = 0.0,
         on_delayed: Callable[[], None] | None = None,
+        apiserver: ApiserverSources = NO_SOURCES,
     ) -> None:
+        self.apiserver = apiserver
         self.http = http
         self.context = context
         self.rate = rate
@@ -137,9 +222,13 @@ class TlsGate(asyncio.Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         peer = transport.get_extra_info("peername")
         source = str(peer[0]) if peer else ""
+        if source in self.apiserver:
+            self._hand_over(transport)
+            return
         wait = self.rate.reserve(source, self.max_wait)
         if wait is None:
             transport.abort()
+            CUTS_LOGGED.note(source)
             if self.on_refused is not None:
                 self.on_refused(SOURCE_RATE)
             return
@@ -220,12 +309,13 @@ def gated_tls(
     *,
     max_wait: float = 0.0,
     on_delayed: Callable[[], None] | None = None,
+    apiserver: ApiserverSources = NO_SOURCES,
 ) -> Callable[..., TlsGate]:
     """The protocol factory to give uvicorn as ``Config(http=...)``, with ``ssl`` unset:
     uvicorn's arguments go to ``http``, TLS is served from ``context`` (the very object
     the certificate reloader swaps pairs into). A connection past its source's allowance
     waits up to ``max_wait`` seconds for its turn (``on_delayed`` is told), and is
-    refused past that (``on_refused``)."""
+    refused past that (``on_refused``); one from `apiserver` is never paced."""
 
     def gate(**arguments: Any) -> TlsGate:
         return TlsGate(
@@ -236,6 +326,7 @@ def gated_tls(
             on_refused,
             max_wait,
             on_delayed,
+            apiserver,
         )
 
     return gate

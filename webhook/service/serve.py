@@ -60,14 +60,16 @@ from webhook.http.metrics_app import create_metrics_app
 from webhook.http.offload import ReviewWorker
 from webhook.http.readiness import Readiness
 from webhook.http.scaled_workloads import ScaledWorkloads
-from webhook.http.tls_gate import SOURCE_RATE, SourceRate, gated_tls
+from webhook.http.tls_gate import SOURCE_RATE, ApiserverSources, SourceRate, gated_tls
 from webhook.install.names import INSTALL_NAME
+from webhook.kube.apiserver_endpoints import apiserver_addresses
 from webhook.kube.claims import fetch_claim_object
 from webhook.kube.client import api_client
 from webhook.kube.inventory import InventoryWatcher
 from webhook.kube.targets import fetch_scale_target
 from webhook.kube.webhook_configurations import read_webhook_configurations
 from webhook.policy import Policy
+from webhook.service.apiserver_sources import keep_learning
 from webhook.service.audit_schedule import AuditMetrics, PeriodicAudit
 from webhook.service.certificate_reload import CertificateReloader, InvalidKeyPair, KeyPairFiles
 from webhook.service.file_poll import DEFAULT_INTERVAL
@@ -166,13 +168,18 @@ def serve(policy: Policy, settings: ServeSettings) -> None:
     )
     worker = ReviewWorker(on_restart=metrics.worker_restarted)
     app = _admission_app(engine, readiness, metrics, inventory, worker, scope)
-    server = _admission_server(app, settings, certificate.context, metrics)
+    apiserver = ApiserverSources(settings.limits.apiserver_sources)
+    server = _admission_server(app, settings, certificate.context, metrics, apiserver)
     log.info(
         "serving",
         extra={"url": f"https://{settings.host}:{settings.port}", "policy": policy.source},
     )
     metrics_server = _metrics_server(metrics, settings) if settings.metrics_port else None
     watchers = _watchers(certificate, policy_watcher)
+    cluster = inventory.api if inventory is not None else api
+    if cluster is not None:
+        read = functools.partial(apiserver_addresses, cluster)
+        watchers["apiserver-sources"] = functools.partial(keep_learning, apiserver, read)
     _run(server, metrics_server, watchers, _Companions(worker, inventory, audit, scope))
 
 
@@ -327,11 +334,15 @@ def _admission_app(
 
 
 def _admission_server(
-    app: FastAPI, settings: ServeSettings, context: ssl.SSLContext, metrics: Metrics
+    app: FastAPI,
+    settings: ServeSettings,
+    context: ssl.SSLContext,
+    metrics: Metrics,
+    apiserver: ApiserverSources,
 ) -> uvicorn.Server:
     """The HTTPS server of ``app``: TLS from ``context`` behind a bound on new connections
-    per source (``webhook.http.tls_gate``), the edge's limits on every connection, each
-    connection cut off or refused counted in ``metrics``."""
+    per source but `apiserver`'s (``webhook.http.tls_gate``), the edge's limits on every
+    connection, each connection cut off or refused counted in ``metrics``."""
     limits = settings.limits
     metrics.expect_cuts((*CUT_REASONS, SOURCE_RATE))
     protocol = guarded_protocol(limits, metrics.connection_cut)
@@ -344,6 +355,7 @@ def _admission_server(
         metrics.connection_cut,
         max_wait=limits.new_connection_wait_seconds,
         on_delayed=metrics.connection_delayed,
+        apiserver=apiserver,
     )
     config = uvicorn.Config(
         app,
