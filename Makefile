@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test e2e-older lint unit schema e2e bench bench-apiserver bench-service attack soak fuzz demo clean
+.PHONY: serve test e2e-older e2e-fairness lint unit schema e2e bench bench-apiserver bench-service attack soak fuzz demo clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,9 @@ e2e-older: $(STAMP)  ## the end-to-end suite and the chart's tests on Kubernetes
 	GPU_ADMISSION_KUBERNETES=$(OLDER_KUBERNETES) $(BIN)/python -m tests.e2e.build_controlplane --before-tests
 	GPU_ADMISSION_KUBERNETES=$(OLDER_KUBERNETES) $(BIN)/pytest tests/e2e tests/deploy/test_helm.py \
 	  tests/deploy/test_helm_values.py tests/deploy/test_helm_names.py tests/install $(foreach t,$(OLDER_IGNORED),--ignore=tests/e2e/$(t).py)
+
+e2e-fairness: $(STAMP)  ## one tenant's six bursts of 200 GPU pod and of 200 GPU Job creations beside another tenant's GPU pods, ten runs in a row (tests/e2e/test_tenant_fairness.py)
+	GPU_ADMISSION_FAIRNESS_RUNS=10 $(BIN)/pytest -x tests/e2e/test_tenant_fairness.py
 
 unit: $(STAMP)
 	$(BIN)/pytest --ignore=tests/e2e

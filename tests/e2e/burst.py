@@ -1,4 +1,4 @@
-"""Bursts of pod creations through kube-apiserver, as tenants with their own tokens
+"""Bursts of pod (or Job) creations through kube-apiserver, as tenants with their own tokens
 send them: many at once from one, a steady trickle from another, every answer kept.
 
 Creations are server-side dry runs (``dryRun=All``): they pass authentication, API
@@ -49,15 +49,22 @@ class Outcomes:
         return sum(self.failures.values())
 
 
-class Creations:
-    """One tenant's dry-run pod creations."""
+PODS = "api/v1"
+JOBS = "apis/batch/v1"
 
-    def __init__(self, tenant: Tenant, manifest: Manifest) -> None:
+
+class Creations:
+    """One tenant's dry-run creations of pods (or of another `resource` of `api`)."""
+
+    def __init__(
+        self, tenant: Tenant, manifest: Manifest, api: str = PODS, resource: str = "pods"
+    ) -> None:
         self.tenant = tenant
         self.manifest = manifest
         self.outcomes = Outcomes()
+        namespace = tenant.namespace
         self._url = (
-            f"{tenant.controlplane.api_url}/api/v1/namespaces/{tenant.namespace}/pods?dryRun=All"
+            f"{tenant.controlplane.api_url}/{api}/namespaces/{namespace}/{resource}?dryRun=All"
         )
         # The cluster's CA only: a context holding a client certificate would be taken
         # for that user's, not the tenant's token.

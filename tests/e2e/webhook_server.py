@@ -17,7 +17,7 @@ import ssl
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,10 +68,13 @@ class WebhookServer:
         policy: Path | None = None,
         reload_interval: float | None = None,
         kubeconfig: Path | None = None,
+        metrics_port: int = 0,
+        apiserver_sources: Sequence[str] = (),
     ) -> None:
         """Start serving `policy` (default: the embedded one) and wait for /healthz;
         `reload_interval` sets how often the policy and certificate files are polled;
-        `kubeconfig` turns the live inventory of that cluster on."""
+        `kubeconfig` turns the live inventory of that cluster on; `metrics_port`, when
+        given, serves /metrics there; `apiserver_sources` are kube-apiserver's addresses."""
         self.stop()
         self.policy_path = policy
         command = [
@@ -85,9 +88,9 @@ class WebhookServer:
             str(self.cert_path),
             "--tls-key",
             str(self.key_path),
-            # Tests may run several servers at once; none of them is scraped.
+            # Tests may run several servers at once; only one asking for it is scraped.
             "--metrics-port",
-            "0",
+            str(metrics_port),
         ]
         if policy is not None:
             command += ["--policy", str(policy)]
@@ -95,6 +98,8 @@ class WebhookServer:
             command += ["--reload-interval", str(reload_interval)]
         if kubeconfig is not None:
             command += ["--kubeconfig", str(kubeconfig)]
+        for source in apiserver_sources:
+            command += ["--apiserver-source", source]
         self._starts += 1
         component = Component(
             "gpu-admission", command, self.work_dir / f"gpu-admission-{self._starts}.log"
@@ -111,11 +116,18 @@ class WebhookServer:
         *,
         reload_interval: float | None = None,
         kubeconfig: Path | None = None,
+        metrics_port: int = 0,
+        apiserver_sources: Sequence[str] = (),
     ) -> Iterator[WebhookServer]:
         """Serve `policy` (with `start`'s options), registered with the cluster whose
         admin kubeconfig is `cluster`; then the embedded policy again, as the session's
         other tests expect."""
-        self.start(policy, reload_interval=reload_interval, kubeconfig=kubeconfig)
+        self.start(
+            policy,
+            reload_interval=reload_interval,
+            kubeconfig=kubeconfig,
+            metrics_port=metrics_port,
+        )
         self.register(cluster)
         try:
             yield self
