@@ -127,6 +127,7 @@ class WebhookServer:
             reload_interval=reload_interval,
             kubeconfig=kubeconfig,
             metrics_port=metrics_port,
+            apiserver_sources=apiserver_sources,
         )
         self.register(cluster)
         try:

@@ -27,6 +27,7 @@ from tests.conftest import Review
 from webhook.engine import Engine
 from webhook.engine.dra.api import TEMPLATE
 from webhook.engine.dra.claims import ClaimSource
+from webhook.engine.env_references import CONFIG_MAP, SECRET, key_names
 from webhook.http.app import INLINE_BODY_BYTES, create_app
 from webhook.http.claim_reader import CONCURRENT_READS, ClaimReader, ReadClaim
 from webhook.http.offload import ReviewWorker
@@ -35,6 +36,12 @@ from webhook.http.review import read_request
 TEMPLATES = {
     "one-gpu": claim_template("one-gpu"),
     "nine-gpus": claim_template("nine-gpus", claim_spec(count=9)),
+}
+
+
+ENV_OBJECTS = {
+    ClaimSource(CONFIG_MAP, "old-env"): key_names({"data": {"NVIDIA_VISIBLE_DEVICES": "all"}}),
+    ClaimSource(SECRET, "tokens"): key_names({"data": {"HF_TOKEN": "aGY="}}),
 }
 
 
@@ -58,7 +65,13 @@ class Cluster:
             self.in_flight -= 1
         if self.error is not None:
             raise self.error
-        return TEMPLATES.get(source.name) if namespace == "ml" else None
+        if namespace != "ml":
+            return None
+        return (
+            ENV_OBJECTS.get(source)
+            if source.kind in (CONFIG_MAP, SECRET)
+            else TEMPLATES.get(source.name)
+        )
 
 
 @pytest.fixture(scope="module")
@@ -206,3 +219,38 @@ def test_a_binding_reads_its_template_afresh(dra: Engine, review: Review) -> Non
     asyncio.run(reads())
 
     assert cluster.reads == [("ml", source), ("ml", source)]
+
+
+def taking_whole(*references: tuple[str, str]) -> dict[str, Any]:
+    fields = {CONFIG_MAP: "configMapRef", SECRET: "secretRef"}
+    env_from = [{fields[kind]: {"name": name}} for kind, name in references]
+    return pod("inference", containers=[container(gpus=1, envFrom=env_from)])
+
+
+def test_what_a_gpu_pods_containers_take_whole_is_read_at_validation_and_judged(
+    dra: Engine, review: Review
+) -> None:
+    cluster = Cluster()
+    body = orjson.dumps(review(taking_whole((CONFIG_MAP, "old-env"), (SECRET, "tokens"))))
+
+    mutated = answer(dra, cluster.read, body, "/mutate")
+    assert cluster.reads == []
+    response = answer(dra, cluster.read, body)
+
+    assert mutated["allowed"] and not response["allowed"]
+    assert "takes every key of ConfigMap 'old-env'" in response["status"]["message"]
+    assert "Secret 'tokens'" not in response["status"]["message"]
+    assert sorted(source.kind for _, source in cluster.reads) == [CONFIG_MAP, SECRET]
+
+
+def test_the_replicas_of_one_template_read_what_they_take_once_a_second(
+    dra: Engine, review: Review
+) -> None:
+    cluster = Cluster()
+    client = TestClient(create_app(lambda: dra, claims=cluster.read))
+    body = orjson.dumps(review(taking_whole((SECRET, "tokens"))))
+
+    answers = [client.post("/validate", content=body).json()["response"] for _ in range(3)]
+
+    assert "takes every key" not in str(answers)
+    assert cluster.reads == [("ml", ClaimSource(SECRET, "tokens"))]

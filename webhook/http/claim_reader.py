@@ -62,6 +62,19 @@ class ClaimReader:
     """Templates found in the last second, handed to the reviews that name them again
     (never to a binding's, which reads afresh)."""
 
+    recent_keys: RecentTemplates = field(default_factory=RecentTemplates)
+    """The key names of ConfigMaps and Secrets found in the last second, so that the
+    replicas of one template, created together, cost one read of each: a key written
+    since is judged at its write (``webhook.engine.env_keys``)."""
+
+    def _recent_of(self, source: ClaimSource) -> tuple[RecentTemplates, str] | None:
+        """Where `source` is kept when found, and under which name; None if it is not."""
+        if source.kind == TEMPLATE:
+            return self.recent, source.name
+        if source.kind in (CONFIG_MAP, SECRET):
+            return self.recent_keys, f"{source.kind}/{source.name}"
+        return None
+
     def _limiter_of(self, source: ClaimSource) -> anyio.CapacityLimiter:
         if source.kind in LARGE_KINDS:
             if self._pod_threads is None:
@@ -107,10 +120,9 @@ class ClaimReader:
         found: dict[ClaimSource, Any] = {}
         if not fresh:
             for source in sources:
-                if source.kind == TEMPLATE:
-                    template = self.recent.get(namespace, source.name)
-                    if template is not None:
-                        found[source] = template
+                kept = self._recent_of(source)
+                if kept is not None and (recent := kept[0].get(namespace, kept[1])) is not None:
+                    found[source] = recent
         reads = {
             source: asyncio.ensure_future(
                 anyio.to_thread.run_sync(
@@ -134,8 +146,8 @@ class ClaimReader:
                 missing.add(source)
             else:
                 found[source] = read.result()
-                if source.kind == TEMPLATE:
-                    self.recent.keep(namespace, source.name, found[source])
+                if (kept := self._recent_of(source)) is not None:
+                    kept[0].keep(namespace, kept[1], found[source])
         if unreadable:
             log.warning(
                 "cannot read the objects a pod names",

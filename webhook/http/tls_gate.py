@@ -182,7 +182,7 @@ class CutsLogged:
         self._logged[source] = now
         log.warning(
             "new connections cut for rate: if this address is kube-apiserver's, give it "
-            "with --apiserver-source (the chart's webhooks.apiserverSources)",
+            "with --apiserver-source (the chart's networkPolicy.webhookSources)",
             extra={"source": source},
         )
 
