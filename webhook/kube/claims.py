@@ -16,7 +16,7 @@ from webhook.engine.binding import BOUND_POD
 from webhook.engine.dra.api import CLAIMS, GROUP, PLURALS, VERSION
 from webhook.engine.dra.claims import ClaimSource
 from webhook.engine.env_references import CONFIG_MAP, SECRET, key_names
-from webhook.kube.reads import ObjectTooLarge, read_core, read_namespaced, read_pod
+from webhook.kube.reads import ObjectTooLarge, read_core, read_namespaced
 
 __all__ = [
     "MAX_OBJECT_BYTES",
@@ -56,7 +56,9 @@ def fetch_claim_object(
     `MAX_OBJECT_BYTES` (ObjectTooLarge). The pod a binding names (``BOUND_POD``) is read
     the same way, up to ``MAX_POD_BYTES``."""
     if source.kind == BOUND_POD:
-        return read_pod(api, namespace, source.name, timeout=timeout, max_bytes=MAX_POD_BYTES)
+        return read_core(
+            api, namespace, "pods", source.name, timeout=timeout, max_bytes=MAX_POD_BYTES
+        )
     if source.kind in ENV_PLURALS:
         plural = ENV_PLURALS[source.kind]
         found = read_core(

@@ -19,7 +19,7 @@ from kubernetes import client
 from webhook.errors import GpuAdmissionError
 from webhook.kube.api_errors import NOT_FOUND, ApiException
 
-__all__ = ["ObjectTooLarge", "read_core", "read_namespaced", "read_pod"]
+__all__ = ["ObjectTooLarge", "read_core", "read_namespaced"]
 
 
 class ObjectTooLarge(GpuAdmissionError):
@@ -57,21 +57,6 @@ def read_namespaced(
     )
 
 
-def read_pod(
-    api: Any, namespace: str, name: str, *, timeout: float, max_bytes: int | None = None
-) -> dict[str, Any] | None:
-    """The pod as a JSON dict (through ``/api/v1``), as ``read_namespaced`` reads others."""
-    core: Any = client.CoreV1Api(api)
-    return _read(
-        lambda: core.read_namespaced_pod(
-            name, namespace, _request_timeout=timeout, _preload_content=False
-        ),
-        "pods",
-        name,
-        max_bytes,
-    )
-
-
 def read_core(
     api: Any,
     namespace: str,
@@ -81,9 +66,14 @@ def read_core(
     timeout: float,
     max_bytes: int | None = None,
 ) -> dict[str, Any] | None:
-    """A ConfigMap or Secret (``/api/v1``), as ``read_namespaced`` reads others."""
+    """A pod, ConfigMap or Secret (``/api/v1``, `plural` naming which), as
+    ``read_namespaced`` reads others."""
     core: Any = client.CoreV1Api(api)
-    reads = {"configmaps": core.read_namespaced_config_map, "secrets": core.read_namespaced_secret}
+    reads = {
+        "pods": core.read_namespaced_pod,
+        "configmaps": core.read_namespaced_config_map,
+        "secrets": core.read_namespaced_secret,
+    }
     return _read(
         lambda: reads[plural](name, namespace, _request_timeout=timeout, _preload_content=False),
         plural,
