@@ -12,6 +12,7 @@ from typing import Any
 
 from webhook.engine.capacity.now import STATIC, CapacityNow
 from webhook.engine.dra.pod_claims import NO_CLAIMS, NONE, ClaimObjects, PodClaims, pod_claims
+from webhook.engine.gpu_shares import shares_asked
 from webhook.engine.mutation_summary import injected, joined
 from webhook.engine.patch import PatchBuilder, apply_patch
 from webhook.engine.placement import tolerated
@@ -125,6 +126,8 @@ def _gpu_counts(
     if not any(c.gpu for c in containers):
         if workload.default_gpus == 0 or not pod.containers or claims.may_ask_gpus:
             return None
+        if shares_asked(pod.raw):
+            return None  # a share of a GPU (a KAI fraction): a whole one would defeat it
         if not any(pool.takes_device_plugin_gpus for pool in policy.pools_of(workload)):
             return None  # its pools give GPUs through DRA only: the pod must claim them
         first = pod.containers[0]

@@ -11,12 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
 
+from webhook.engine.gpu_shares import shares_asked
 from webhook.engine.pod import Container, PodView
 from webhook.policy.compiled import Policy
 
 
 def pod_requests_gpu(policy: Policy, pod: PodView) -> bool:
-    return any(c.requests_gpu() for c in pod.runnable_containers())
+    """Whether a container asks for a GPU resource, or the pod for a GPU share by
+    annotation (``webhook.engine.gpu_shares``)."""
+    return any(c.requests_gpu() for c in pod.runnable_containers()) or bool(shares_asked(pod.raw))
 
 
 def effective_gpu_request(policy: Policy, pod: PodView) -> dict[str, Decimal]:

@@ -10,6 +10,7 @@ not look for. The real kube-apiserver compiles and evaluates them end to end
 
 from __future__ import annotations
 
+from webhook.engine.gpu_shares import SHARE_ANNOTATIONS
 from webhook.engine.handlers.template_conditions import workload_condition
 from webhook.engine.handlers.twins import SCHEDULING_FIELDS, gpu_domains
 from webhook.engine.rules.device_access import CDI_KEY_PATTERN
@@ -80,7 +81,11 @@ def gpu_relevance_condition(policy: Policy, root: str = "object", *, labelled: b
     spec_checks = " || ".join(
         [resource_checks, toleration_check, env_checks, bound_check, priority_check, claims_check]
     )
-    relevant = f"(has({spec}) && ({spec_checks}))"
+    # A GPU share asked by annotation (a KAI fraction) asks for no GPU resource.
+    notes = f"{root}.metadata.annotations"
+    shares = " || ".join(f"'{key}' in {notes}" for key in SHARE_ANNOTATIONS)
+    share_check = f"(has({root}.metadata) && has({notes}) && ({shares}))"
+    relevant = f"(has({spec}) && ({spec_checks})) || {share_check}"
     return f"{label_check} || {relevant}" if labelled else relevant
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from webhook.engine.gpu_shares import SHARE_ANNOTATIONS
 from webhook.engine.request import AdmissionRequest
 from webhook.engine.rules.device_access import is_cdi_annotation
 from webhook.engine.templates import (
@@ -78,6 +79,8 @@ def gpu_relevant(
         return True
     if labelled and policy.workload_label in _labels(pod):
         return True
+    if _asks_share(pod):
+        return True
     spec = pod.get("spec")
     if spec is None:
         return False
@@ -102,6 +105,12 @@ def gpu_relevant_pod(policy: Policy, request: AdmissionRequest) -> bool:
     return gpu_relevant(
         policy, request.object, labelled=False, bound_counts=request.operation == "CREATE"
     )
+
+
+def _asks_share(pod: Mapping[str, Any]) -> bool:
+    metadata = pod.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    return isinstance(annotations, Mapping) and any(k in annotations for k in SHARE_ANNOTATIONS)
 
 
 def _asks_gpu(domains: tuple[str, ...], spec: Mapping[str, Any]) -> bool:

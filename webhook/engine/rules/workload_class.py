@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from webhook.engine.decision import Violation, shorten
+from webhook.engine.gpu_shares import shares_asked
 from webhook.engine.pod import PodView
 from webhook.engine.resources import effective_gpu_request
 from webhook.engine.rules.context import RuleContext, Standing
@@ -39,9 +40,10 @@ def unknown_class(policy: Policy, value: str) -> Violation:
 
 
 def requested_resources(policy: Policy, pod: PodView) -> list[str]:
-    """The GPU resources the pod requests: those the scheduler counts, else (amounts it
-    cannot read) every GPU resource its containers name."""
-    names = list(effective_gpu_request(policy, pod))
+    """The GPU resources the pod requests (those the scheduler counts) and the GPU shares
+    it asks for by annotation, else (amounts it cannot read) every GPU resource its
+    containers name."""
+    names = list(effective_gpu_request(policy, pod)) + shares_asked(pod.raw)
     if names:
         return names
     return list(dict.fromkeys(q.resource for c in pod.runnable_containers() for q in c.gpu))
