@@ -1,0 +1,60 @@
+"""GPU shares asked by annotation through a real kube-apiserver, as a tenant with its own
+token writes them: a pod as the KAI Scheduler's GPU-sharing documentation writes it
+(``schedulerName: kai-scheduler``, ``gpu-fraction: "0.5"``) with the class label added is
+stored with its class's placement and priority and no whole GPU; without the label the
+unclassed webhook's condition sends it and it is refused as a GPU pod of no class."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .controlplane import ControlPlane
+from .tenants import Tenant, make_tenant
+from .test_hostile_tenant import WORKLOAD
+from .webhook_server import WebhookServer
+
+
+@pytest.fixture
+def tenant(
+    controlplane: ControlPlane, admission: WebhookServer, opted_in: str, tmp_path: Path
+) -> Tenant:
+    return make_tenant(controlplane, opted_in, tmp_path)
+
+
+def fraction_pod(name: str, label: str | None) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "labels": {WORKLOAD: label} if label else {},
+            "annotations": {"gpu-fraction": "0.5"},
+        },
+        "spec": {
+            "schedulerName": "kai-scheduler",
+            "containers": [{"name": "main", "image": "registry.example/app:1"}],
+        },
+    }
+
+
+def test_a_kai_fraction_of_a_class_is_placed_at_its_priority_without_a_whole_gpu(
+    tenant: Tenant,
+) -> None:
+    tenant.create(fraction_pod("half", "inference"))
+
+    stored = json.loads(tenant.kubectl("get", "pod", "half", "-o", "json").stdout)["spec"]
+    assert stored["priorityClassName"] == "inference-priority"
+    assert stored["affinity"]["nodeAffinity"]
+    assert "nvidia.com/gpu" not in json.dumps(stored["containers"])
+
+
+def test_a_kai_fraction_without_a_class_is_refused_as_a_gpu_pod(tenant: Tenant) -> None:
+    result = tenant.create(fraction_pod("unlabelled-half", None), check=False)
+
+    assert result.returncode != 0, result.stdout
+    assert 'admission webhook "validate-unclassed.gpu-admission.io" denied' in result.stderr
+    assert "pod requests gpu-fraction=0.5 but has no label" in result.stderr
