@@ -68,6 +68,7 @@ CASES: dict[str, Judge] = {
     "gpu-quantity": lambda e: admitted(e, pod("training", containers=[container(limits={"nvidia.com/gpu": "0.5"}, requests={"nvidia.com/gpu": "0.5"})])),
     "gpu-count": lambda e: admitted(e, pod("training", containers=[container(gpus=9)])),
     "mig-profile": lambda e: admitted(e, pod("training", containers=[container(limits={"nvidia.com/mig-1g.5gb": "1"})])),
+    "gpu-sharing": lambda e: admitted(e, {**pod("training"), "metadata": {"name": "p", "namespace": "ml", "labels": {"gpu-admission.io/workload": "training"}, "annotations": {"gpu-fraction": "0.5"}}}),
     "priority-class": lambda e: admitted(e, pod("training", priorityClassName="inference-priority", priority=1000000)),
     "resource-claims": lambda e: admitted(e, CLAIMING, claims=MISSING),
     "claims-not-judged": lambda e: admitted(e, CLAIMING, claims=UNJUDGED),

@@ -111,7 +111,7 @@ class TestUnknownRuleNames:
         assert raised.value.reason == (
             "unknown rule 'gpu-cout'; rules: visible-devices, device-env, device-annotations, "
             "device-mounts, host-access, privileged-containers, workload-class, non-gpu-placement, "
-            "pool-placement, gpu-model, gpu-quantity, gpu-count, mig-profile, priority-class, "
+            "pool-placement, gpu-model, gpu-quantity, gpu-count, mig-profile, gpu-sharing, priority-class, "
             "resource-claims, claims-not-judged"
         )
 

@@ -69,7 +69,7 @@ BROKEN = {
         [(INFERENCE_POOL, "  inference:\n    zzz: 1\n    gpusPerNode: 8")],
         "pools.inference.zzz",
         "unknown key 'zzz' in pools.inference; keys: labelValue, gpusPerNode, taints, "
-        "models, mig, gpusThrough",
+        "models, mig, gpusThrough, sharing",
     ),
     "top-level-key": (
         [("kind: Policy\n", "kind: Policy\nclasess: {}\n")],

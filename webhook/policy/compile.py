@@ -155,6 +155,7 @@ def _compile_pool(
         models=models,
         mig_strategy=pool.mig,
         gpus_through=pool.gpus_through,
+        sharing=pool.sharing,
     )
 
 

@@ -104,6 +104,9 @@ class Pool:
     `single`."""
     gpus_through: str = DEVICE_PLUGIN
     """`devicePlugin`, `dra` or `both`: how the pool's nodes give pods GPUs."""
+    sharing: str = "none"
+    """How the pool's GPUs are shared besides whole ones: `none`, `kaiFractions` or
+    `volcanoVgpu` (``webhook.engine.gpu_shares``)."""
 
     @property
     def takes_device_plugin_gpus(self) -> bool:

@@ -154,6 +154,16 @@ class Pool(StrictModel):
         ),
     )
 
+    sharing: Literal["none", "kaiFractions", "volcanoVgpu"] = Field(
+        default="none",
+        description=(
+            "how the pool's GPUs are shared besides whole GPUs: none (the default), "
+            "kaiFractions (the KAI Scheduler's gpu-fraction and gpu-memory annotations) or "
+            "volcanoVgpu (Volcano's volcano.sh/vgpu-* resources); a class pod asking for a "
+            "share its pools do not offer is refused (rule gpu-sharing)"
+        ),
+    )
+
     @field_validator("models")
     @classmethod
     def _model_names_are_label_values(cls, models: dict[str, GpuModel]) -> dict[str, GpuModel]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from webhook.engine.gpu_shares import SHARE_ANNOTATIONS
+from webhook.engine.gpu_shares import SHARE_ANNOTATIONS, VOLCANO_PREFIX
 from webhook.engine.request import AdmissionRequest
 from webhook.engine.rules.device_access import is_cdi_annotation
 from webhook.engine.templates import (
@@ -58,15 +58,16 @@ RESOURCE_LISTS = CONTAINER_LISTS[:2]
 
 
 def gpu_domains(policy: Policy) -> tuple[str, ...]:
-    """``nvidia.com/`` and the domains of the policy's other GPU names: a resource of one
-    of them makes a pod the service's to judge, known to the policy or not yet."""
+    """``nvidia.com/`` and the domains of the policy's other GPU names, and Volcano's vGPU
+    resources: a resource of one of them makes a pod the service's to judge, known to
+    the policy or not yet."""
     names = (
         policy.gpu_resource,
         policy.mig_prefix,
         *sorted(policy.other_gpu_resources),
         *sorted(policy.dra_extended_resources),
     )
-    return tuple(dict.fromkeys(name.split("/")[0] + "/" for name in names))
+    return (*dict.fromkeys(name.split("/")[0] + "/" for name in names), VOLCANO_PREFIX)
 
 
 def gpu_relevant(

@@ -20,6 +20,7 @@ from webhook.engine.rules import (
     placement,
     priority,
     quantities,
+    sharing,
     visibility,
     workload_class,
 )
@@ -131,6 +132,11 @@ RULES = Registry(
             checks=(Check(Step.REQUEST, CLASS_PODS, capacity.check_requests_gpu), FITS_A_NODE),
         ),
         Rule(capacity.MIG, applies=CLASS_PODS, checks=(FITS_A_NODE,)),
+        Rule(
+            sharing.RULE,
+            applies=CLASS_PODS,
+            checks=(Check(Step.REQUEST, CLASS_PODS, sharing.check),),
+        ),
         Rule(
             priority.RULE,
             applies=CLASS_PODS,
