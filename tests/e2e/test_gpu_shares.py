@@ -89,3 +89,19 @@ def test_a_kai_fraction_without_a_class_is_refused_as_a_gpu_pod(tenant: Tenant) 
     assert result.returncode != 0, result.stdout
     assert 'admission webhook "validate-unclassed.gpu-admission.io" denied' in result.stderr
     assert "pod requests gpu-fraction=0.5 but has no label" in result.stderr
+
+
+def test_a_fraction_added_to_a_pod_of_no_class_after_its_create_is_refused(
+    tenant: Tenant,
+) -> None:
+    cpu_pod = fraction_pod("cpu-then-half", None)
+    cpu_pod["metadata"]["annotations"] = {}
+    cpu_pod["spec"]["schedulingGates"] = [{"name": "example.com/wait"}]
+    tenant.create(cpu_pod)
+
+    result = tenant.kubectl("annotate", "pod", "cpu-then-half", "gpu-fraction=0.5", check=False)
+
+    assert result.returncode != 0, result.stdout
+    assert "the update changes annotation 'gpu-fraction' from none to '0.5'" in result.stderr
+    stored = json.loads(tenant.kubectl("get", "pod", "cpu-then-half", "-o", "json").stdout)
+    assert "gpu-fraction" not in stored["metadata"].get("annotations", {})

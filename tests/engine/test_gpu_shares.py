@@ -14,7 +14,7 @@ import pytest
 
 from tests.builders import admitted, container, pod, pod_create
 from webhook.engine import Engine
-from webhook.engine.handlers.twins import gpu_relevant
+from webhook.engine.handlers.twins import gpu_relevant, judged_change
 from webhook.policy import load_default_policy, load_policy_text
 from webhook.policy.load import default_policy_text
 
@@ -111,3 +111,22 @@ def test_the_webhooks_conditions_send_a_share_without_a_class() -> None:
     assert gpu_relevant(policy, kai_pod(None, **{"gpu-memory": "4000"}), labelled=False)
     assert gpu_relevant(policy, vgpu_pod(None), labelled=False)
     assert not gpu_relevant(policy, kai_pod(None, note="x"), labelled=False)
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [({}, {"gpu-fraction": "0.5"}), ({"gpu-fraction": "0.5"}, {"gpu-fraction": "1"})],
+    ids=["added", "changed"],
+)
+def test_a_share_given_or_changed_by_an_update_is_refused(
+    before: dict[str, str], after: dict[str, str]
+) -> None:
+    old = kai_pod(None, **before)
+    new = kai_pod(None, **after)
+
+    request = pod_create(new, operation="UPDATE", old_object=old, name="p")
+    decision = KAI.validate(request)
+
+    assert judged_change(KAI.policy, request)
+    assert not decision.allowed
+    assert "the update changes annotation 'gpu-fraction'" in decision.message

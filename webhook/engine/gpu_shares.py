@@ -36,6 +36,10 @@ KAI_DEVICES = "gpu-fraction-num-devices"
 SHARE_ANNOTATIONS = (KAI_FRACTION, KAI_MEMORY)
 """The annotations that ask for a share; ``gpu-fraction-num-devices`` only counts them."""
 
+FIXED_ANNOTATIONS = (*SHARE_ANNOTATIONS, KAI_DEVICES)
+"""The annotations that say a pod's share, fixed at its CREATE: KAI reads them when it
+schedules the pod, so one added to a pending pod of no class would get it a GPU."""
+
 VOLCANO_PREFIX = "volcano.sh/vgpu-"
 """``volcano.sh/vgpu-number``, ``-memory``, ``-cores`` and ``-memory-percentage``."""
 

@@ -10,7 +10,7 @@ not look for. The real kube-apiserver compiles and evaluates them end to end
 
 from __future__ import annotations
 
-from webhook.engine.gpu_shares import SHARE_ANNOTATIONS
+from webhook.engine.gpu_shares import FIXED_ANNOTATIONS, SHARE_ANNOTATIONS
 from webhook.engine.handlers.template_conditions import workload_condition
 from webhook.engine.handlers.twins import SCHEDULING_FIELDS, gpu_domains
 from webhook.engine.rules.device_access import CDI_KEY_PATTERN
@@ -107,18 +107,20 @@ def scheduling_change_condition() -> str:
 def judged_change_condition(policy: Policy) -> str:
     """CEL: what ``scheduling_change_condition`` says, or an update that changes a label
     the pod is judged by (its class, its GPU model, one an exemption matches: fixed at
-    CREATE) or adds or changes an annotation asking the runtime for CDI devices."""
-    labels = " || ".join(_label_changed(key) for key in policy.fixed_label_keys)
+    CREATE), or an annotation of its GPU share (``FIXED_ANNOTATIONS``), or adds or changes
+    an annotation asking the runtime for CDI devices."""
+    labels = " || ".join(_changed("labels", key) for key in policy.fixed_label_keys)
+    shares = " || ".join(_changed("annotations", key) for key in FIXED_ANNOTATIONS)
     new, old = "object.metadata.annotations", "oldObject.metadata.annotations"
     devices = (
         f"(has({new}) && {new}.exists(k, k.matches(r'{CDI_KEY_PATTERN}') && "
         f"(!has({old}) || !(k in {old}) || {old}[k] != {new}[k])))"
     )
-    return f"{scheduling_change_condition()} || {labels} || {devices}"
+    return f"{scheduling_change_condition()} || {labels} || {shares} || {devices}"
 
 
-def _label_changed(key: str) -> str:
-    new, old = "object.metadata.labels", "oldObject.metadata.labels"
+def _changed(field: str, key: str) -> str:
+    new, old = f"object.metadata.{field}", f"oldObject.metadata.{field}"
     has_new, has_old = f"(has({new}) && '{key}' in {new})", f"(has({old}) && '{key}' in {old})"
     return f"({has_new} != {has_old}) || ({has_new} && {new}['{key}'] != {old}['{key}'])"
 

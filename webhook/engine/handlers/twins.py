@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from webhook.engine.gpu_shares import SHARE_ANNOTATIONS, VOLCANO_PREFIX
+from webhook.engine.gpu_shares import FIXED_ANNOTATIONS, SHARE_ANNOTATIONS, VOLCANO_PREFIX
 from webhook.engine.request import AdmissionRequest
 from webhook.engine.rules.device_access import is_cdi_annotation
 from webhook.engine.templates import (
@@ -171,7 +171,8 @@ def scheduling_changed(policy: Policy, request: AdmissionRequest) -> bool:
 def judged_change(policy: Policy, request: AdmissionRequest) -> bool:
     """Twin of ``cel.judged_change_condition``: what ``scheduling_changed`` says, or an
     update of a pod itself that changes a label it is judged by (``fixed_label_keys``) or
-    adds or changes an annotation asking the runtime for CDI devices."""
+    an annotation of its GPU share, or adds or changes an annotation asking the runtime
+    for CDI devices."""
     if scheduling_changed(policy, request):
         return True
     new, old = _metadata(request.object), _metadata(request.old_object)
@@ -182,6 +183,9 @@ def judged_change(policy: Policy, request: AdmissionRequest) -> bool:
         if (key in labels) != (key in old_labels) or labels.get(key) != old_labels.get(key):
             return True
     notes, old_notes = _mapping(new.get("annotations")), _mapping(old.get("annotations"))
+    for key in FIXED_ANNOTATIONS:
+        if (key in notes) != (key in old_notes) or notes.get(key) != old_notes.get(key):
+            return True
     return any(
         isinstance(key, str) and is_cdi_annotation(key) and old_notes.get(key, _ABSENT) != value
         for key, value in notes.items()

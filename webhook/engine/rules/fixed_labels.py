@@ -8,6 +8,9 @@ annotations of a running pod change; these are refused instead:
 
 - a change (added, removed, another value) of a label of ``Policy.fixed_label_keys``:
   the workload class, the GPU model, a label an exemption matches (rule workload-class);
+- an annotation of its GPU share (KAI's ``gpu-fraction``, ``gpu-memory``,
+  ``gpu-fraction-num-devices``) added, removed or changed: KAI reads it when it places
+  the pod, so one added to a pending pod would get it a GPU unjudged (rule gpu-sharing);
 - a CDI annotation added or changed, which the runtime reads when the pod's sandbox is
   made again (rule device-annotations).
 
@@ -20,7 +23,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.engine.decision import Violation, echo
-from webhook.engine.rules import device_access, workload_class
+from webhook.engine.gpu_shares import FIXED_ANNOTATIONS
+from webhook.engine.rules import device_access, sharing, workload_class
 from webhook.engine.rules.registry import with_modes
 from webhook.errors import MalformedObject
 from webhook.policy.compiled import Policy
@@ -39,6 +43,11 @@ def fixed_at_create(policy: Policy, new: Any, old: Any) -> list[Violation]:
     ]
     notes, old_notes = _mapping(new_meta.get("annotations")), _mapping(old_meta.get("annotations"))
     found += [
+        Violation(sharing.RULE, _share_message(key, old_notes.get(key), notes.get(key)))
+        for key in FIXED_ANNOTATIONS
+        if (key in notes) != (key in old_notes) or notes.get(key) != old_notes.get(key)
+    ]
+    found += [
         Violation(
             device_access.ANNOTATIONS,
             f"the update gives the pod annotation {echo(key)}, which asks the container "
@@ -52,6 +61,16 @@ def fixed_at_create(policy: Policy, new: Any, old: Any) -> list[Violation]:
     ][: device_access.PER_POD_LIMIT]
     label = old_labels.get(policy.workload_label)
     return list(with_modes(policy, label if isinstance(label, str) else None, found))
+
+
+def _share_message(key: str, before: Any, after: Any) -> str:
+    was = "none" if before is None else echo(str(before))
+    now = "none" if after is None else echo(str(after))
+    return (
+        f"the update changes annotation {echo(key)} from {was} to {now}: a pod's GPU share "
+        "is judged at its CREATE, and its scheduler reads it when it places the pod; make "
+        "the pod again to change it"
+    )
 
 
 def _label_message(key: str, before: Any, after: Any) -> str:
